@@ -1,0 +1,385 @@
+//! A demo cell: echoes every request as JSON, with request-header controls
+//! for status, delay, response size and extra headers, and a WebSocket echo.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::BodyExt;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+use crate::http::{empty, header_str, headers_json, json_response, Body};
+
+const LAST_REQUESTS: usize = 50;
+const MAX_DELAY_MS: u64 = 600_000;
+const CHUNK: usize = 64 * 1024;
+
+pub struct CellState {
+    id: String,
+    requests: AtomicU64,
+    websockets: AtomicU64,
+    last: Mutex<VecDeque<Value>>,
+}
+
+/// Binds a demo cell listener (the caller prints the ready line).
+pub async fn bind(listen: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cell: cannot listen on {listen}: {e}"))
+}
+
+pub fn serve(id: String, listener: TcpListener) {
+    let state = Arc::new(CellState {
+        id,
+        requests: AtomicU64::new(0),
+        websockets: AtomicU64::new(0),
+        last: Mutex::new(VecDeque::new()),
+    });
+    crate::http::spawn_accept_loop(listener, move |req, _peer| handle(state.clone(), req));
+}
+
+fn with_cell_header(state: &CellState, mut resp: Response<Body>) -> Response<Body> {
+    if let Ok(v) = HeaderValue::from_str(&state.id) {
+        resp.headers_mut().insert("x-demo-cell", v);
+    }
+    resp
+}
+
+fn bad_request(state: &CellState, msg: String) -> Response<Body> {
+    with_cell_header(
+        state,
+        json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"cell": state.id, "error": msg}),
+        ),
+    )
+}
+
+struct Controls {
+    status: StatusCode,
+    location: Option<HeaderValue>,
+    delay: Duration,
+    response_bytes: Option<u64>,
+    extra_header: Option<(HeaderName, HeaderValue)>,
+}
+
+fn parse_controls(headers: &hyper::HeaderMap) -> Result<Controls, String> {
+    let status = match header_str(headers, "x-demo-status") {
+        None => StatusCode::OK,
+        Some(s) => s
+            .trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|c| (200..=999).contains(c))
+            .and_then(|c| StatusCode::from_u16(c).ok())
+            .ok_or_else(|| format!("x-demo-status: bad status {s:?}"))?,
+    };
+    let location = headers.get("x-demo-location").cloned();
+    let delay = match header_str(headers, "x-demo-delay-ms") {
+        None => Duration::ZERO,
+        Some(s) => {
+            let ms: u64 = s
+                .trim()
+                .parse()
+                .map_err(|_| format!("x-demo-delay-ms: bad number {s:?}"))?;
+            Duration::from_millis(ms.min(MAX_DELAY_MS))
+        }
+    };
+    let response_bytes = match header_str(headers, "x-demo-response-bytes") {
+        None => None,
+        Some(s) => Some(
+            s.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("x-demo-response-bytes: bad number {s:?}"))?,
+        ),
+    };
+    let extra_header = match header_str(headers, "x-demo-response-header") {
+        None => None,
+        Some(s) => {
+            let (name, value) = s.split_once(':').ok_or_else(|| {
+                format!("x-demo-response-header: want \"Name: value\", got {s:?}")
+            })?;
+            let name = HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| format!("x-demo-response-header: bad name {name:?}"))?;
+            let value = HeaderValue::from_str(value.trim())
+                .map_err(|_| format!("x-demo-response-header: bad value {value:?}"))?;
+            Some((name, value))
+        }
+    };
+    Ok(Controls {
+        status,
+        location,
+        delay,
+        response_bytes,
+        extra_header,
+    })
+}
+
+async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/_stats") => {
+            let body = json!({
+                "cell": state.id,
+                "requests": state.requests.load(Ordering::SeqCst),
+                "websockets": state.websockets.load(Ordering::SeqCst),
+                "last_requests": *state.last.lock().unwrap(),
+            });
+            return with_cell_header(&state, json_response(StatusCode::OK, &body));
+        }
+        (&Method::POST, "/_stats/reset") => {
+            state.requests.store(0, Ordering::SeqCst);
+            state.websockets.store(0, Ordering::SeqCst);
+            state.last.lock().unwrap().clear();
+            let body =
+                json!({"cell": state.id, "requests": 0, "websockets": 0, "last_requests": []});
+            return with_cell_header(&state, json_response(StatusCode::OK, &body));
+        }
+        _ => {}
+    }
+
+    state.requests.fetch_add(1, Ordering::SeqCst);
+    let method = req.method().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let headers = headers_json(req.headers());
+    {
+        let mut last = state.last.lock().unwrap();
+        if last.len() == LAST_REQUESTS {
+            last.pop_front();
+        }
+        last.push_back(
+            json!({"method": method, "path": path, "query": query, "headers": headers.clone()}),
+        );
+    }
+    eprintln!(
+        "cell {}: {method} {path}{}{query}",
+        state.id,
+        if query.is_empty() { "" } else { "?" }
+    );
+
+    if is_websocket_upgrade(&req) {
+        return websocket(state, req, headers);
+    }
+
+    let controls = match parse_controls(req.headers()) {
+        Ok(c) => c,
+        Err(e) => return bad_request(&state, e),
+    };
+
+    // Hash the request body as it streams in: constant memory.
+    let mut body = req.into_body();
+    let mut hasher = Sha256::new();
+    let mut body_bytes: u64 = 0;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    hasher.update(&data);
+                    body_bytes += data.len() as u64;
+                }
+            }
+            Err(e) => {
+                eprintln!("cell {}: error reading request body: {e}", state.id);
+                return bad_request(&state, format!("error reading request body: {e}"));
+            }
+        }
+    }
+    let body_sha256 = hex::encode(hasher.finalize());
+
+    if !controls.delay.is_zero() {
+        tokio::time::sleep(controls.delay).await;
+    }
+
+    let no_body = controls.status.is_informational()
+        || controls.status == StatusCode::NO_CONTENT
+        || controls.status == StatusCode::NOT_MODIFIED;
+    let mut resp = if no_body {
+        Response::new(empty())
+    } else if let Some(n) = controls.response_bytes {
+        let mut r = Response::new(PatternBody::new(n).boxed());
+        r.headers_mut().insert(
+            "content-type",
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        r.headers_mut()
+            .insert("content-length", HeaderValue::from(n));
+        r
+    } else {
+        json_response(
+            StatusCode::OK,
+            &json!({
+                "cell": state.id,
+                "method": method,
+                "path": path,
+                "query": query,
+                "headers": headers,
+                "body_bytes": body_bytes,
+                "body_sha256": body_sha256,
+            }),
+        )
+    };
+    *resp.status_mut() = controls.status;
+    if let Some(loc) = controls.location {
+        resp.headers_mut().insert("location", loc);
+    }
+    if let Some((name, value)) = controls.extra_header {
+        resp.headers_mut().append(name, value);
+    }
+    with_cell_header(&state, resp)
+}
+
+// ---------------------------------------------------------------------------
+// Deterministic response body: byte i = (i % 251) as u8, generated in chunks.
+
+fn pattern() -> &'static Bytes {
+    static PATTERN: OnceLock<Bytes> = OnceLock::new();
+    PATTERN.get_or_init(|| {
+        let v: Vec<u8> = (0..CHUNK + 251).map(|i| (i % 251) as u8).collect();
+        Bytes::from(v)
+    })
+}
+
+pub struct PatternBody {
+    offset: u64,
+    remaining: u64,
+}
+
+impl PatternBody {
+    pub fn new(len: u64) -> Self {
+        PatternBody {
+            offset: 0,
+            remaining: len,
+        }
+    }
+}
+
+impl hyper::body::Body for PatternBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        let n = self.remaining.min(CHUNK as u64) as usize;
+        let start = (self.offset % 251) as usize;
+        let chunk = pattern().slice(start..start + n);
+        self.offset += n as u64;
+        self.remaining -= n as u64;
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// WebSocket echo.
+
+fn is_websocket_upgrade(req: &Request<Incoming>) -> bool {
+    req.method() == Method::GET
+        && header_str(req.headers(), "upgrade")
+            .is_some_and(|u| u.to_ascii_lowercase().contains("websocket"))
+        && req.headers().contains_key("sec-websocket-key")
+}
+
+fn websocket(state: Arc<CellState>, mut req: Request<Incoming>, headers: Value) -> Response<Body> {
+    let key = req.headers()["sec-websocket-key"].as_bytes().to_vec();
+    let protocol = header_str(req.headers(), "sec-websocket-protocol")
+        .and_then(|p| p.split(',').next())
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty());
+    let path = req.uri().path().to_string();
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let greeting = json!({"cell": state.id, "path": path, "headers": headers}).to_string();
+    let st = state.clone();
+    tokio::spawn(async move {
+        match on_upgrade.await {
+            Ok(upgraded) => {
+                st.websockets.fetch_add(1, Ordering::SeqCst);
+                let ws =
+                    WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None)
+                        .await;
+                if let Err(e) = websocket_echo(ws, greeting).await {
+                    eprintln!("cell {}: websocket ended with error: {e}", st.id);
+                }
+            }
+            Err(e) => eprintln!("cell {}: websocket upgrade failed: {e}", st.id),
+        }
+    });
+    let mut resp = Response::new(empty());
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert("upgrade", HeaderValue::from_static("websocket"));
+    h.insert("connection", HeaderValue::from_static("Upgrade"));
+    if let Ok(v) = HeaderValue::from_str(&derive_accept_key(&key)) {
+        h.insert("sec-websocket-accept", v);
+    }
+    if let Some(p) = protocol.and_then(|p| HeaderValue::from_str(&p).ok()) {
+        h.insert("sec-websocket-protocol", p);
+    }
+    with_cell_header(&state, resp)
+}
+
+async fn websocket_echo<S>(
+    mut ws: WebSocketStream<S>,
+    greeting: String,
+) -> Result<(), tokio_tungstenite::tungstenite::Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    ws.send(Message::text(greeting)).await?;
+    while let Some(msg) = ws.next().await {
+        match msg? {
+            Message::Text(t) => {
+                if let Some(code) = t.as_str().strip_prefix("close:") {
+                    match code.trim().parse::<u16>() {
+                        Ok(code) => {
+                            ws.close(Some(CloseFrame {
+                                code: CloseCode::from(code),
+                                reason: "closed on request".into(),
+                            }))
+                            .await?;
+                        }
+                        Err(_) => {
+                            ws.send(Message::text(format!("bad close code {code:?}")))
+                                .await?
+                        }
+                    }
+                } else {
+                    ws.send(Message::Text(t)).await?;
+                }
+            }
+            Message::Binary(b) => ws.send(Message::Binary(b)).await?,
+            // Pings are answered and close frames acknowledged by tungstenite.
+            _ => {}
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! `devstack`: the local Topology Service and demo cells that the router's
+//! local stack and end-to-end tests run against. Loopback only.
+
+mod cell;
+mod config;
+mod http;
+mod topology;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use serde_json::json;
+
+use crate::config::{parse_listen, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_TOPOLOGY_LISTEN};
+use crate::topology::{Directory, Faults};
+
+const USAGE: &str = "\
+usage:
+  devstack topology --config FILE [--listen ADDR] [--admin-listen ADDR] [--faults JSON]
+  devstack cell --id ID [--listen ADDR]
+  devstack up --config FILE [--listen ADDR] [--admin-listen ADDR] [--faults JSON]
+
+Every server prints one JSON ready line to stdout once it listens, e.g.
+  {\"ready\":\"topology\",\"addr\":\"127.0.0.1:9096\",\"admin\":\"127.0.0.1:40001\"}
+  {\"ready\":\"cell\",\"id\":\"2\",\"addr\":\"127.0.0.1:9102\"}
+then logs to stderr. SIGINT/SIGTERM stop it (exit 0). ADDR must be a loopback
+IP:port (port 0 = any free port). Defaults: topology --listen from the
+config's [topology].listen, else 127.0.0.1:9096; --admin-listen 127.0.0.1:0;
+cell --listen 127.0.0.1:9101.
+";
+
+/// `--name value` / `--name=value` options after the subcommand.
+struct Args {
+    values: HashMap<String, String>,
+}
+
+impl Args {
+    fn parse(args: &[String], allowed: &[&str]) -> Result<Args, String> {
+        let mut values = HashMap::new();
+        let mut i = 0;
+        while i < args.len() {
+            let arg = &args[i];
+            let Some(flag) = arg.strip_prefix("--") else {
+                return Err(format!("unexpected argument {arg:?}"));
+            };
+            let (name, value) = match flag.split_once('=') {
+                Some((n, v)) => (n.to_string(), v.to_string()),
+                None => {
+                    i += 1;
+                    let v = args
+                        .get(i)
+                        .ok_or_else(|| format!("--{flag} needs a value"))?;
+                    (flag.to_string(), v.clone())
+                }
+            };
+            if !allowed.contains(&name.as_str()) {
+                return Err(format!("unknown option --{name}"));
+            }
+            values.insert(name, value);
+            i += 1;
+        }
+        Ok(Args { values })
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    fn require(&self, name: &str) -> Result<&str, String> {
+        self.get(name)
+            .ok_or_else(|| format!("--{name} is required"))
+    }
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    match argv.first().map(String::as_str) {
+        None | Some("-h" | "--help" | "help") => {
+            print!("{USAGE}");
+            std::process::exit(if argv.is_empty() { 2 } else { 0 });
+        }
+        _ => {}
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let code = runtime.block_on(async move {
+        match run(&argv[0], &argv[1..]).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("devstack: {e}");
+                2
+            }
+        }
+    });
+    std::process::exit(code);
+}
+
+async fn run(cmd: &str, rest: &[String]) -> Result<(), String> {
+    // Install the signal handlers before anything is announced, so a signal
+    // sent right after a ready line is handled (exit 0).
+    let shutdown = shutdown_signal()?;
+    match cmd {
+        "topology" => {
+            let args = Args::parse(rest, &["config", "listen", "admin-listen", "faults"])?;
+            let cfg = Config::load(args.require("config")?)?;
+            let dir = Directory::new(&cfg, &HashMap::new())?;
+            start_topology(&cfg, dir, &args).await?;
+        }
+        "cell" => {
+            let args = Args::parse(rest, &["id", "listen"])?;
+            let id = args.require("id")?.to_string();
+            if id.is_empty() {
+                return Err("--id must not be empty".into());
+            }
+            let listen = parse_listen(args.get("listen").unwrap_or("127.0.0.1:9101"))?;
+            let listener = cell::bind(listen).await?;
+            let addr = local_addr(&listener)?;
+            cell::serve(id.clone(), listener);
+            http::print_ready(&json!({"ready": "cell", "id": id, "addr": addr.to_string()}));
+        }
+        "up" => {
+            let args = Args::parse(rest, &["config", "listen", "admin-listen", "faults"])?;
+            let cfg = Config::load(args.require("config")?)?;
+            let mut bound = HashMap::new();
+            let mut started = Vec::new();
+            for c in &cfg.cells {
+                if let Some(l) = &c.listen {
+                    let listener = cell::bind(parse_listen(l)?).await?;
+                    let addr = local_addr(&listener)?;
+                    bound.insert(c.id, addr);
+                    started.push((c.id, listener, addr));
+                }
+            }
+            let dir = Directory::new(&cfg, &bound)?;
+            for (id, listener, addr) in started {
+                cell::serve(id.to_string(), listener);
+                http::print_ready(
+                    &json!({"ready": "cell", "id": id.to_string(), "addr": addr.to_string()}),
+                );
+            }
+            start_topology(&cfg, dir, &args).await?;
+        }
+        other => return Err(format!("unknown subcommand {other:?}\n{USAGE}")),
+    }
+    shutdown.await;
+    eprintln!("devstack: signal received, stopping");
+    Ok(())
+}
+
+async fn start_topology(cfg: &Config, dir: Directory, args: &Args) -> Result<(), String> {
+    let listen = parse_listen(
+        args.get("listen")
+            .or(cfg.topology.listen.as_deref())
+            .unwrap_or(DEFAULT_TOPOLOGY_LISTEN),
+    )?;
+    let admin_listen = parse_listen(
+        args.get("admin-listen")
+            .or(cfg.topology.admin_listen.as_deref())
+            .unwrap_or(DEFAULT_ADMIN_LISTEN),
+    )?;
+    let mut faults = Faults::default();
+    if let Some(f) = args.get("faults") {
+        let v: serde_json::Value =
+            serde_json::from_str(f).map_err(|e| format!("--faults: invalid JSON: {e}"))?;
+        faults.apply(&v).map_err(|e| format!("--faults: {e}"))?;
+    }
+    let cells = dir.cells.len();
+    let started = topology::start(dir, cfg.topology.clone(), listen, admin_listen, faults).await?;
+    eprintln!(
+        "topology: {cells} cells; classify on {}, admin on {}",
+        started.addr, started.admin
+    );
+    http::print_ready(&json!({
+        "ready": "topology",
+        "addr": started.addr.to_string(),
+        "admin": started.admin.to_string(),
+    }));
+    Ok(())
+}
+
+fn local_addr(l: &tokio::net::TcpListener) -> Result<SocketAddr, String> {
+    l.local_addr().map_err(|e| e.to_string())
+}
+
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}

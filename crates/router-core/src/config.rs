@@ -1,0 +1,221 @@
+//! The router's settings, read from wrangler `[vars]` and secrets (SPEC §2).
+//!
+//! A malformed value never stops the router: it is reported as a problem
+//! (logged once per isolate by the edge) and the safe default is used.
+
+use crate::forward::{validate_address, AllowList};
+use crate::resolve::ClientPolicy;
+use crate::topology::CachePolicy;
+
+/// Names of the variables the router reads.
+pub mod vars {
+    pub const RULES_CONFIG: &str = "GITLAB_RULES_CONFIG";
+    pub const TOPOLOGY_SERVICE_URL: &str = "GITLAB_TOPOLOGY_SERVICE_URL";
+    pub const PROXY_HOST: &str = "GITLAB_PROXY_HOST";
+    pub const UPSTREAM_SCHEME: &str = "GITLAB_UPSTREAM_SCHEME";
+    pub const ALLOWED_UPSTREAMS: &str = "GITLAB_ALLOWED_UPSTREAMS";
+    pub const CLIENT_ID: &str = "GITLAB_TOPOLOGY_SERVICE_CLIENT_ID";
+    pub const CLIENT_SECRET: &str = "GITLAB_TOPOLOGY_SERVICE_CLIENT_SECRET";
+    pub const TIMEOUT_MS: &str = "GITLAB_TOPOLOGY_TIMEOUT_MS";
+    pub const RETRIES: &str = "GITLAB_TOPOLOGY_RETRIES";
+    pub const BACKOFF_BASE_MS: &str = "GITLAB_TOPOLOGY_BACKOFF_BASE_MS";
+    pub const BACKOFF_MAX_MS: &str = "GITLAB_TOPOLOGY_BACKOFF_MAX_MS";
+    pub const CACHE_MAX_TTL: &str = "GITLAB_CACHE_MAX_TTL_SECONDS";
+    pub const CACHE_DEFAULT_TTL: &str = "GITLAB_CACHE_DEFAULT_TTL_SECONDS";
+    pub const CACHE_NEGATIVE_TTL: &str = "GITLAB_CACHE_NEGATIVE_TTL_SECONDS";
+    pub const CACHE_STALE: &str = "GITLAB_CACHE_STALE_IF_ERROR_SECONDS";
+    pub const MEMORY_ENTRIES: &str = "GITLAB_MEMORY_CACHE_ENTRIES";
+}
+
+/// Everything the edge needs, parsed once per isolate.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub rules_config: Option<String>,
+    pub topology_url: Option<String>,
+    /// `None` when missing or malformed: every request then gets a clear 502.
+    pub proxy_host: Option<String>,
+    pub upstream_scheme: &'static str,
+    /// The explicit allow-list (the legacy cell and the ruleset's fixed
+    /// addresses are added by the edge).
+    pub allowed_upstreams: AllowList,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub client: ClientPolicy,
+    pub cache: CachePolicy,
+}
+
+impl Config {
+    /// Reads every setting through `lookup`; returns the config and the
+    /// problems found, each a sentence naming the variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> (Config, Vec<String>) {
+        let mut problems = Vec::new();
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+
+        let proxy_host = match get(vars::PROXY_HOST) {
+            None => {
+                problems.push(format!(
+                    "{} is not set: the router has no legacy cell to send requests to",
+                    vars::PROXY_HOST
+                ));
+                None
+            }
+            Some(host) => match validate_address(&host) {
+                Ok(()) => Some(host),
+                Err(e) => {
+                    problems.push(format!("{}: {e}", vars::PROXY_HOST));
+                    None
+                }
+            },
+        };
+        let upstream_scheme = match get(vars::UPSTREAM_SCHEME).as_deref() {
+            None | Some("https") => "https",
+            Some("http") => "http",
+            Some(other) => {
+                problems.push(format!(
+                    "{}: {other:?} is neither https nor http; using https",
+                    vars::UPSTREAM_SCHEME
+                ));
+                "https"
+            }
+        };
+        let allowed_upstreams = match get(vars::ALLOWED_UPSTREAMS) {
+            None => AllowList::default(),
+            Some(spec) => AllowList::parse(&spec).unwrap_or_else(|e| {
+                problems.push(format!(
+                    "{}: {e}; only the legacy cell and the ruleset's fixed addresses are allowed",
+                    vars::ALLOWED_UPSTREAMS
+                ));
+                AllowList::default()
+            }),
+        };
+        let topology_url = get(vars::TOPOLOGY_SERVICE_URL).and_then(|url| {
+            if url.starts_with("https://") || url.starts_with("http://") {
+                Some(url.trim_end_matches('/').to_string())
+            } else {
+                problems.push(format!(
+                    "{}: {url:?} is not an http(s) URL; classification is off",
+                    vars::TOPOLOGY_SERVICE_URL
+                ));
+                None
+            }
+        });
+
+        let mut number = |name: &str, default: u32, min: u32, max: u32| -> u32 {
+            match get(name) {
+                None => default,
+                Some(v) => match v.parse::<u32>() {
+                    Ok(n) if (min..=max).contains(&n) => n,
+                    _ => {
+                        problems.push(format!(
+                            "{name}: {v:?} is not a number in {min}..={max}; using {default}"
+                        ));
+                        default
+                    }
+                },
+            }
+        };
+        let defaults = ClientPolicy::default();
+        let client = ClientPolicy {
+            timeout_ms: number(vars::TIMEOUT_MS, defaults.timeout_ms, 10, 30_000),
+            retries: number(vars::RETRIES, defaults.retries, 0, 10),
+            backoff_base_ms: number(vars::BACKOFF_BASE_MS, defaults.backoff_base_ms, 0, 10_000),
+            backoff_max_ms: number(vars::BACKOFF_MAX_MS, defaults.backoff_max_ms, 0, 60_000),
+            memory_entries: number(
+                vars::MEMORY_ENTRIES,
+                defaults.memory_entries as u32,
+                1,
+                1_000_000,
+            ) as usize,
+        };
+        let cache_defaults = CachePolicy::default();
+        let cache = CachePolicy {
+            max_ttl: number(vars::CACHE_MAX_TTL, cache_defaults.max_ttl, 0, 86_400 * 7),
+            default_ttl: number(
+                vars::CACHE_DEFAULT_TTL,
+                cache_defaults.default_ttl,
+                0,
+                86_400,
+            ),
+            negative_ttl: number(
+                vars::CACHE_NEGATIVE_TTL,
+                cache_defaults.negative_ttl,
+                0,
+                86_400,
+            ),
+            stale_if_error: number(vars::CACHE_STALE, cache_defaults.stale_if_error, 0, 86_400),
+        };
+
+        let config = Config {
+            rules_config: get(vars::RULES_CONFIG),
+            topology_url,
+            proxy_host,
+            upstream_scheme,
+            allowed_upstreams,
+            client_id: get(vars::CLIENT_ID),
+            client_secret: get(vars::CLIENT_SECRET),
+            client,
+            cache,
+        };
+        (config, problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn read(pairs: &[(&str, &str)]) -> (Config, Vec<String>) {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn a_complete_config_has_no_problems() {
+        let (c, problems) = read(&[
+            ("GITLAB_RULES_CONFIG", "session_prefix"),
+            ("GITLAB_TOPOLOGY_SERVICE_URL", "http://127.0.0.1:9096/"),
+            ("GITLAB_PROXY_HOST", "127.0.0.1:9101"),
+            ("GITLAB_UPSTREAM_SCHEME", "http"),
+            ("GITLAB_ALLOWED_UPSTREAMS", "127.0.0.1:9102,127.0.0.1:9103"),
+            ("GITLAB_TOPOLOGY_TIMEOUT_MS", "250"),
+        ]);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(c.topology_url.as_deref(), Some("http://127.0.0.1:9096"));
+        assert_eq!(c.upstream_scheme, "http");
+        assert_eq!(c.client.timeout_ms, 250);
+        assert!(c.allowed_upstreams.allows("127.0.0.1:9103"));
+    }
+
+    #[test]
+    fn malformed_values_are_reported_and_defaulted() {
+        let (c, problems) = read(&[
+            ("GITLAB_PROXY_HOST", "https://legacy/"),
+            ("GITLAB_UPSTREAM_SCHEME", "gopher"),
+            ("GITLAB_TOPOLOGY_SERVICE_URL", "ts.internal"),
+            ("GITLAB_TOPOLOGY_RETRIES", "many"),
+            ("GITLAB_ALLOWED_UPSTREAMS", "ok.example.com, bad/host"),
+        ]);
+        assert_eq!(c.proxy_host, None);
+        assert_eq!(c.upstream_scheme, "https");
+        assert_eq!(c.topology_url, None);
+        assert_eq!(c.client.retries, ClientPolicy::default().retries);
+        assert!(c.allowed_upstreams.is_empty());
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert!(problems.iter().all(|p| p.starts_with("GITLAB_")));
+    }
+
+    #[test]
+    fn missing_proxy_host_is_a_problem() {
+        let (c, problems) = read(&[]);
+        assert_eq!(c.proxy_host, None);
+        assert!(problems[0].contains("GITLAB_PROXY_HOST is not set"));
+    }
+}

@@ -1,0 +1,301 @@
+//! The forwarding plan (SPEC §7): where a request goes and which headers
+//! go with it. The edge applies it to the incoming request without copying
+//! the body.
+
+/// Header the router sets to the public host.
+pub const X_FORWARDED_HOST: &str = "x-forwarded-host";
+pub const X_FORWARDED_PROTO: &str = "x-forwarded-proto";
+pub const RULE_ACTION_HEADER: &str = "x-gitlab-http-router-rule-action";
+pub const RULE_TYPE_HEADER: &str = "x-gitlab-http-router-rule-type";
+/// Every header with this prefix is the router's: a client's is dropped.
+pub const ROUTER_HEADER_PREFIX: &str = "x-gitlab-http-router-";
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1 and the usual legacy ones), which
+/// never travel past the router. `upgrade` and `connection` are kept for a
+/// WebSocket handshake by [`drops_header`]'s caller.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Client-sent headers that only the router (or Cloudflare) may set:
+/// forwarded-host spoofing, router headers, and the Cloudflare Access
+/// service-token pair the router uses toward the Topology Service.
+const CLIENT_FORBIDDEN: &[&str] = &[
+    X_FORWARDED_HOST,
+    "cf-access-client-id",
+    "cf-access-client-secret",
+];
+
+/// Whether a client-sent header (lower-case name) must not be forwarded.
+/// `connection_tokens` are the names the client's `Connection` header lists,
+/// which are hop-by-hop too; `websocket` keeps the upgrade handshake.
+pub fn drops_header(name: &str, connection_tokens: &[String], websocket: bool) -> bool {
+    if websocket && (name == "upgrade" || name == "connection") {
+        return false;
+    }
+    HOP_BY_HOP.contains(&name)
+        || CLIENT_FORBIDDEN.contains(&name)
+        || name.starts_with(ROUTER_HEADER_PREFIX)
+        || connection_tokens.iter().any(|t| t == name)
+}
+
+/// Names listed in a `Connection` header, lower case (`close` and
+/// `keep-alive` included; they are hop-by-hop anyway).
+pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
+    connection
+        .unwrap_or("")
+        .split(',')
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Whether the request is a WebSocket handshake to pass through.
+pub fn is_websocket(upgrade: Option<&str>) -> bool {
+    upgrade.is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket"))
+}
+
+/// `scheme://address/path?query` for the cell.
+pub fn upstream_url(scheme: &str, address: &str, path: &str, query: &str) -> String {
+    let mut url =
+        String::with_capacity(scheme.len() + address.len() + path.len() + query.len() + 5);
+    url.push_str(scheme);
+    url.push_str("://");
+    url.push_str(address);
+    url.push_str(if path.is_empty() { "/" } else { path });
+    if !query.is_empty() {
+        url.push('?');
+        url.push_str(query);
+    }
+    url
+}
+
+/// Checks that an address is a bare `host[:port]`: no scheme, userinfo,
+/// path or whitespace, a DNS name or IPv4 literal, a port in range.
+pub fn validate_address(address: &str) -> Result<(), String> {
+    let (host, port) = split_host_port(address)?;
+    if host.is_empty() || host.len() > 253 {
+        return Err(format!("{address:?}: empty or overlong host"));
+    }
+    let ok_label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    if !host.split('.').all(ok_label) {
+        return Err(format!("{address:?}: not a host name"));
+    }
+    if let Some(port) = port {
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => return Err(format!("{address:?}: bad port")),
+        }
+    }
+    Ok(())
+}
+
+fn split_host_port(address: &str) -> Result<(&str, Option<&str>), String> {
+    if address.contains(['/', '@', '?', '#', '\\', ' ', '\t', '\r', '\n', '[', ']']) {
+        return Err(format!("{address:?}: expected host[:port] only"));
+    }
+    Ok(match address.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (address, None),
+    })
+}
+
+/// The upstream hosts the router may proxy to (the SSRF guard). Entries:
+/// `host`, `host:port`, `*.domain` (any subdomain), with `:*` for any port.
+/// An entry without a port allows the scheme's default port only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowList {
+    entries: Vec<AllowEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AllowEntry {
+    /// Lower-case host, or the suffix (with leading dot) for wildcards.
+    host: String,
+    wildcard: bool,
+    port: AllowPort,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum AllowPort {
+    Default,
+    Any,
+    Exact(String),
+}
+
+impl AllowList {
+    /// Parses a comma- or whitespace-separated list.
+    pub fn parse(spec: &str) -> Result<AllowList, String> {
+        let mut entries = Vec::new();
+        for raw in spec
+            .split([',', ' ', '\n', '\t'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let lower = raw.to_ascii_lowercase();
+            let (host_part, port) = match lower.rsplit_once(':') {
+                Some((h, "*")) => (h.to_string(), AllowPort::Any),
+                Some((h, p)) => (h.to_string(), AllowPort::Exact(p.to_string())),
+                None => (lower.clone(), AllowPort::Default),
+            };
+            let (host, wildcard) = match host_part.strip_prefix("*.") {
+                Some(rest) => (format!(".{rest}"), true),
+                None => (host_part.clone(), false),
+            };
+            let check = format!(
+                "{}{}",
+                host.trim_start_matches('.'),
+                match &port {
+                    AllowPort::Exact(p) => format!(":{p}"),
+                    _ => String::new(),
+                }
+            );
+            validate_address(&check).map_err(|e| format!("allow-list entry {raw:?}: {e}"))?;
+            entries.push(AllowEntry {
+                host,
+                wildcard,
+                port,
+            });
+        }
+        Ok(AllowList { entries })
+    }
+
+    /// Adds one exact `host[:port]` (the legacy cell, a rule's fixed address).
+    pub fn allow_exact(&mut self, address: &str) {
+        if let Ok(mut list) = AllowList::parse(address) {
+            self.entries.append(&mut list.entries);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether `address` (`host[:port]`) may be proxied to.
+    pub fn allows(&self, address: &str) -> bool {
+        if validate_address(address).is_err() {
+            return false;
+        }
+        let lower = address.to_ascii_lowercase();
+        let (host, port) = match lower.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (lower.as_str(), None),
+        };
+        self.entries.iter().any(|e| {
+            let host_ok = if e.wildcard {
+                host.ends_with(&e.host) && host.len() > e.host.len()
+            } else {
+                host == e.host
+            };
+            let port_ok = match (&e.port, port) {
+                (AllowPort::Any, _) => true,
+                (AllowPort::Default, None) => true,
+                (AllowPort::Exact(p), Some(q)) => p == q,
+                _ => false,
+            };
+            host_ok && port_ok
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_spoofed_router_and_hop_by_hop_headers() {
+        let none: Vec<String> = vec![];
+        for h in [
+            "x-forwarded-host",
+            "x-gitlab-http-router-rule-action",
+            "x-gitlab-http-router-anything",
+            "connection",
+            "transfer-encoding",
+            "te",
+            "keep-alive",
+            "upgrade",
+            "cf-access-client-secret",
+        ] {
+            assert!(drops_header(h, &none, false), "{h}");
+        }
+        for h in [
+            "cookie",
+            "authorization",
+            "private-token",
+            "x-forwarded-for",
+            "content-type",
+        ] {
+            assert!(!drops_header(h, &none, false), "{h}");
+        }
+        let listed = connection_tokens(Some("close, X-Secret-Hop"));
+        assert!(drops_header("x-secret-hop", &listed, false));
+        assert!(!drops_header("upgrade", &none, true));
+        assert!(!drops_header("connection", &none, true));
+    }
+
+    #[test]
+    fn builds_upstream_urls() {
+        assert_eq!(
+            upstream_url("https", "cell-2.example.com", "/a/b", "x=1"),
+            "https://cell-2.example.com/a/b?x=1"
+        );
+        assert_eq!(
+            upstream_url("http", "127.0.0.1:9102", "", ""),
+            "http://127.0.0.1:9102/"
+        );
+    }
+
+    #[test]
+    fn validates_addresses() {
+        for ok in [
+            "cell-2.example.com",
+            "127.0.0.1:9102",
+            "localhost",
+            "a.b:443",
+        ] {
+            assert!(validate_address(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "", "http://x", "user@x", "x/y", "x y", "x:0", "x:99999", "x:", "-x.com", "x..com",
+            "[::1]:80", "x\r\n",
+        ] {
+            assert!(validate_address(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn allow_list_matches_hosts_wildcards_and_ports() {
+        let list = AllowList::parse(
+            "*.cells.example.com, legacy.example.com, 127.0.0.1:9102 ,dev.local:*",
+        )
+        .unwrap();
+        assert!(list.allows("cell-2.cells.example.com"));
+        assert!(list.allows("CELL-2.Cells.Example.com"));
+        assert!(!list.allows("cells.example.com"));
+        assert!(!list.allows("evilcells.example.com"));
+        assert!(!list.allows("cell-2.cells.example.com:8443"));
+        assert!(list.allows("legacy.example.com"));
+        assert!(list.allows("127.0.0.1:9102"));
+        assert!(!list.allows("127.0.0.1:9103"));
+        assert!(!list.allows("127.0.0.1"));
+        assert!(list.allows("dev.local:1234"));
+        assert!(!list.allows("user@legacy.example.com"));
+        assert!(AllowList::parse("http://x").is_err());
+        assert!(AllowList::parse("").unwrap().is_empty());
+    }
+}

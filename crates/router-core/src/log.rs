@@ -1,0 +1,63 @@
+//! The log phase: one structured JSON line per request.
+
+use serde::Serialize;
+
+use crate::resolve::CacheLevel;
+
+/// Everything worth knowing about how one request was routed.
+#[derive(Debug, Default, Serialize)]
+pub struct RequestLog<'a> {
+    pub ruleset: &'a str,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub rule: Option<&'a str>,
+    pub action: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classify_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheLevel>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub coalesced: bool,
+    pub upstream: Option<String>,
+    pub status: Option<u16>,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RequestLog<'_> {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!(r#"{{"log_error":"{e}"}}"#))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_json_object_with_optional_fields_left_out() {
+        let line = RequestLog {
+            ruleset: "session_prefix",
+            method: "GET",
+            path: "/",
+            rule: Some("session"),
+            action: "classify",
+            classify_type: Some("SESSION_PREFIX"),
+            cache: Some(CacheLevel::CacheApi),
+            upstream: Some("127.0.0.1:9102".into()),
+            status: Some(200),
+            ..Default::default()
+        }
+        .to_json();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["cache"], "cache-api");
+        assert_eq!(v["rule"], "session");
+        assert!(v.get("error").is_none());
+        assert!(v.get("coalesced").is_none());
+    }
+}

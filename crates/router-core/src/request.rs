@@ -1,0 +1,145 @@
+//! What the rules see of a request.
+//!
+//! The edge fills [`RequestParts`] with only the headers the ruleset asks
+//! for ([`crate::Ruleset::header_interest`]), so a request crosses the wasm
+//! boundary a handful of times, not once per header.
+
+/// The parts of a request that rules match on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestParts {
+    /// Upper-case method, e.g. `GET`.
+    pub method: String,
+    /// Host of the public URL, without port.
+    pub host: String,
+    /// Path as the URL parser gave it (percent-encoded, dot segments removed).
+    pub path: String,
+    /// Raw query string without the leading `?` ("" when none).
+    pub query: String,
+    /// Header names in lower case with their values (repeated headers joined
+    /// with ", ", as `Headers.get` does).
+    pub headers: Vec<(String, String)>,
+}
+
+impl RequestParts {
+    /// A request from a method and a URL such as
+    /// `https://gitlab.com/api/v4/user?x=1`; for tests and tools.
+    pub fn from_url(method: &str, url: &str) -> Option<RequestParts> {
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))?;
+        let (authority, path_and_query) = match rest.find(['/', '?', '#']) {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return None;
+        }
+        let host = match authority.rsplit_once(':') {
+            Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+            _ => authority,
+        };
+        let path_and_query = path_and_query.split('#').next().unwrap_or("");
+        let (path, query) = match path_and_query.split_once('?') {
+            Some((p, q)) => (p, q),
+            None => (path_and_query, ""),
+        };
+        let path = if path.is_empty() { "/" } else { path };
+        Some(RequestParts {
+            method: method.to_ascii_uppercase(),
+            host: host.to_ascii_lowercase(),
+            path: path.to_string(),
+            query: query.to_string(),
+            headers: Vec::new(),
+        })
+    }
+
+    /// Adds a header (name folded to lower case); repeated names are joined
+    /// with ", " as the Fetch API does.
+    pub fn add_header(&mut self, name: &str, value: &str) {
+        let lower = name.to_ascii_lowercase();
+        if let Some((_, existing)) = self.headers.iter_mut().find(|(n, _)| *n == lower) {
+            // Cookies are joined with "; " by HTTP/2 clients and workerd alike.
+            existing.push_str(if lower == "cookie" { "; " } else { ", " });
+            existing.push_str(value);
+        } else {
+            self.headers.push((lower, value.to_string()));
+        }
+    }
+
+    /// The value of a header, by lower-case name.
+    pub fn header(&self, lower_name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == lower_name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Cookies as `(name, value)` pairs in the order the client sent them.
+    /// Malformed pieces (no `=`) are skipped, never an error.
+    pub fn cookies(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.header("cookie")
+            .unwrap_or("")
+            .split(';')
+            .filter_map(|piece| {
+                let (name, value) = piece.split_once('=')?;
+                let name = name.trim();
+                let value = value.trim();
+                let value = value
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(value);
+                (!name.is_empty()).then_some((name, value))
+            })
+    }
+
+    /// Query parameters, percent- and `+`-decoded.
+    pub fn query_pairs(
+        &self,
+    ) -> impl Iterator<Item = (std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)> {
+        form_urlencoded::parse(self.query.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_url_splits_host_path_and_query() {
+        let r = RequestParts::from_url("get", "https://GitLab.com:443/a/b?x=1&y=%20#frag").unwrap();
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.host, "gitlab.com");
+        assert_eq!(r.path, "/a/b");
+        assert_eq!(r.query, "x=1&y=%20");
+        let r = RequestParts::from_url("GET", "http://h").unwrap();
+        assert_eq!(r.path, "/");
+        assert!(RequestParts::from_url("GET", "ftp://h/").is_none());
+        assert!(RequestParts::from_url("GET", "https://user@h/").is_none());
+    }
+
+    #[test]
+    fn cookies_skip_garbage_and_keep_order() {
+        let mut r = RequestParts::default();
+        r.add_header("Cookie", "a=1; junk; =x; b=\"2\";c=3=4");
+        r.add_header("cookie", "d=5");
+        let got: Vec<_> = r.cookies().collect();
+        assert_eq!(got, vec![("a", "1"), ("b", "2"), ("c", "3=4"), ("d", "5")]);
+    }
+
+    #[test]
+    fn repeated_headers_join_like_fetch() {
+        let mut r = RequestParts::default();
+        r.add_header("X-A", "1");
+        r.add_header("x-a", "2");
+        assert_eq!(r.header("x-a"), Some("1, 2"));
+    }
+
+    #[test]
+    fn query_pairs_decode() {
+        let r = RequestParts::from_url("GET", "https://h/?scope=repository%3Aa%2Fb%3Apull&x=a+b")
+            .unwrap();
+        let got: Vec<_> = r.query_pairs().collect();
+        assert_eq!(got[0].1, "repository:a/b:pull");
+        assert_eq!(got[1].1, "a b");
+    }
+}

@@ -1,0 +1,411 @@
+//! The resolve phase: a classify request to a cell, through a bounded
+//! in-isolate memory cache, the shared cache (the Cloudflare Cache API on
+//! the edge), and the Topology Service with timeouts, retries and back-off;
+//! a stale memory entry is preferred over an error, and every failure ends
+//! at the legacy cell (SPEC §6).
+//!
+//! I/O is behind three traits that the edge implements with `worker` types
+//! and tests implement with fakes. Futures carry no `Send` bound: wasm is
+//! single-threaded.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use futures_util::future::{self, Either, FutureExt, Shared};
+use serde::{Deserialize, Serialize};
+
+use crate::classify::ClassifyRequest;
+use crate::error::RouterError;
+use crate::topology::{cache_tags, parse_answer, CachePolicy, Classification};
+
+/// What the Topology Service sent back.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RawAnswer {
+    pub status: u16,
+    pub body: String,
+    pub cache_control: Option<String>,
+    pub cache_tag: Option<String>,
+}
+
+/// Why a call did not produce an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportError {
+    Timeout,
+    Connect(String),
+}
+
+/// Posts a classify body to the Topology Service.
+#[allow(async_fn_in_trait)]
+pub trait TopologyTransport {
+    /// One attempt, abandoned after `timeout_ms`.
+    async fn classify(&self, body: &str, timeout_ms: u32) -> Result<RawAnswer, TransportError>;
+}
+
+/// An answer as the caches keep it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedAnswer {
+    pub classification: Classification,
+    /// Milliseconds since the Unix epoch.
+    pub expires_at_ms: u64,
+    pub tags: Vec<String>,
+}
+
+/// The shared (level 2) cache: the Cache API on the edge.
+#[allow(async_fn_in_trait)]
+pub trait SharedCache {
+    async fn get(&self, key: &str) -> Option<CachedAnswer>;
+    async fn put(&self, key: &str, answer: &CachedAnswer, ttl_secs: u32);
+}
+
+/// Time and randomness, which the edge takes from JS.
+#[allow(async_fn_in_trait)]
+pub trait Platform {
+    fn now_ms(&self) -> u64;
+    /// Uniform in `[0, 1)`, for back-off jitter.
+    fn random(&self) -> f64;
+    async fn sleep(&self, ms: u32);
+}
+
+/// How the client calls the service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientPolicy {
+    /// Per attempt.
+    pub timeout_ms: u32,
+    /// Attempts after the first.
+    pub retries: u32,
+    pub backoff_base_ms: u32,
+    pub backoff_max_ms: u32,
+    /// Entries the memory cache holds.
+    pub memory_entries: usize,
+}
+
+impl Default for ClientPolicy {
+    fn default() -> Self {
+        ClientPolicy {
+            timeout_ms: 1000,
+            retries: 2,
+            backoff_base_ms: 50,
+            backoff_max_ms: 500,
+            memory_entries: 10_000,
+        }
+    }
+}
+
+impl ClientPolicy {
+    /// Back-off before attempt `n + 1` (n ≥ 1): exponential, capped, with
+    /// "equal jitter" (half fixed, half random).
+    pub fn backoff_ms(&self, n: u32, random: f64) -> u32 {
+        let exp = self
+            .backoff_base_ms
+            .saturating_mul(1u32.checked_shl(n.saturating_sub(1)).unwrap_or(u32::MAX))
+            .min(self.backoff_max_ms);
+        let half = exp / 2;
+        half + (f64::from(exp - half) * random.clamp(0.0, 1.0)) as u32
+    }
+
+    /// The longest a resolution can take: every attempt timing out plus
+    /// every back-off at its maximum.
+    pub fn worst_case_ms(&self) -> u32 {
+        let attempts = self.retries + 1;
+        let backoffs: u32 = (1..attempts).map(|n| self.backoff_ms(n, 1.0)).sum();
+        self.timeout_ms
+            .saturating_mul(attempts)
+            .saturating_add(backoffs)
+    }
+}
+
+/// Which level answered, as the log line says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheLevel {
+    Memory,
+    CacheApi,
+    Service,
+    Stale,
+    Fallback,
+}
+
+/// The result of resolving one classify request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolution {
+    /// `None`: nothing usable; the legacy cell serves the request.
+    pub classification: Option<Classification>,
+    pub level: CacheLevel,
+    /// Service attempts this request made or waited on (0 on a cache hit).
+    pub attempts: u32,
+    /// Time spent on the service, in ms, when it was called.
+    pub service_ms: Option<u64>,
+    /// Whether this request waited on another request's service call.
+    pub coalesced: bool,
+    pub error: Option<RouterError>,
+}
+
+type Pending = Shared<Pin<Box<dyn Future<Output = Resolution>>>>;
+
+/// Resolves classify requests; one per isolate.
+pub struct Resolver<T, C, P> {
+    transport: T,
+    shared: C,
+    platform: P,
+    cache: CachePolicy,
+    client: ClientPolicy,
+    memory: RefCell<MemoryCache>,
+    inflight: RefCell<HashMap<String, Pending>>,
+}
+
+impl<T, C, P> Resolver<T, C, P>
+where
+    T: TopologyTransport + 'static,
+    C: SharedCache + 'static,
+    P: Platform + 'static,
+{
+    pub fn new(
+        transport: T,
+        shared: C,
+        platform: P,
+        cache: CachePolicy,
+        client: ClientPolicy,
+    ) -> Self {
+        let memory = RefCell::new(MemoryCache::new(client.memory_entries));
+        Resolver {
+            transport,
+            shared,
+            platform,
+            cache,
+            client,
+            memory,
+            inflight: RefCell::new(HashMap::new()),
+        }
+    }
+
+    pub fn platform(&self) -> &P {
+        &self.platform
+    }
+
+    /// Entries in the memory cache (for tests and stats).
+    pub fn memory_len(&self) -> usize {
+        self.memory.borrow().map.len()
+    }
+
+    /// Resolves `request`; never fails: the worst outcome is
+    /// `classification: None` (legacy cell) with the error that led there.
+    pub async fn resolve(self: &Rc<Self>, request: &ClassifyRequest) -> Resolution {
+        let key = request.cache_key();
+        let now = self.platform.now_ms();
+        if let Some((entry, true)) = self.memory.borrow_mut().get(&key, now) {
+            return Resolution {
+                classification: Some(entry.classification.clone()),
+                level: CacheLevel::Memory,
+                attempts: 0,
+                service_ms: None,
+                coalesced: false,
+                error: None,
+            };
+        }
+
+        // One call per key at a time: later requests wait on the first.
+        let existing = self.inflight.borrow().get(&key).cloned();
+        if let Some(pending) = existing {
+            // Bounded wait: if the leading request's context went away on
+            // the platform, its call may never finish for us.
+            let deadline = self.platform.sleep(self.client.worst_case_ms() + 100);
+            return match future::select(pending, Box::pin(deadline)).await {
+                Either::Left((mut res, _)) => {
+                    res.coalesced = true;
+                    res
+                }
+                Either::Right(_) => Rc::clone(self).fetch(request.clone(), key).await,
+            };
+        }
+        let this = Rc::clone(self);
+        let fut: Pin<Box<dyn Future<Output = Resolution>>> = Box::pin({
+            let request = request.clone();
+            let key = key.clone();
+            async move { this.fetch(request, key).await }
+        });
+        let shared = fut.shared();
+        self.inflight
+            .borrow_mut()
+            .insert(key.clone(), shared.clone());
+        let res = shared.await;
+        self.inflight.borrow_mut().remove(&key);
+        res
+    }
+
+    /// Shared cache, then the service, then a stale memory entry.
+    async fn fetch(self: Rc<Self>, request: ClassifyRequest, key: String) -> Resolution {
+        if let Some(answer) = self.shared.get(&key).await {
+            let now = self.platform.now_ms();
+            if answer.expires_at_ms > now {
+                self.memory
+                    .borrow_mut()
+                    .insert(key, &answer, self.cache.stale_if_error);
+                return Resolution {
+                    classification: Some(answer.classification),
+                    level: CacheLevel::CacheApi,
+                    attempts: 0,
+                    service_ms: None,
+                    coalesced: false,
+                    error: None,
+                };
+            }
+        }
+
+        let started = self.platform.now_ms();
+        let (result, attempts) = self.call_service(&request).await;
+        let service_ms = Some(self.platform.now_ms().saturating_sub(started));
+        match result {
+            Ok((classification, raw)) => {
+                if let Some(ttl) = self
+                    .cache
+                    .ttl(raw.cache_control.as_deref(), &classification)
+                {
+                    let answer = CachedAnswer {
+                        tags: cache_tags(raw.cache_tag.as_deref(), &request, &classification),
+                        classification: classification.clone(),
+                        expires_at_ms: self.platform.now_ms() + u64::from(ttl) * 1000,
+                    };
+                    self.memory.borrow_mut().insert(
+                        key.clone(),
+                        &answer,
+                        self.cache.stale_if_error,
+                    );
+                    self.shared.put(&key, &answer, ttl).await;
+                }
+                Resolution {
+                    classification: Some(classification),
+                    level: CacheLevel::Service,
+                    attempts,
+                    service_ms,
+                    coalesced: false,
+                    error: None,
+                }
+            }
+            Err(error) => {
+                let now = self.platform.now_ms();
+                let stale = self
+                    .memory
+                    .borrow_mut()
+                    .get(&key, now)
+                    .map(|(e, _)| e.classification.clone());
+                Resolution {
+                    level: if stale.is_some() {
+                        CacheLevel::Stale
+                    } else {
+                        CacheLevel::Fallback
+                    },
+                    classification: stale,
+                    attempts,
+                    service_ms,
+                    coalesced: false,
+                    error: Some(error),
+                }
+            }
+        }
+    }
+
+    /// Calls the service with retries on timeouts, connection errors and
+    /// 5xx; never on 4xx or an answer it cannot read.
+    async fn call_service(
+        &self,
+        request: &ClassifyRequest,
+    ) -> (Result<(Classification, RawAnswer), RouterError>, u32) {
+        let body = request.body();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match self.transport.classify(&body, self.client.timeout_ms).await {
+                Ok(raw) => match parse_answer(raw.status, &raw.body) {
+                    Ok(classification) => return (Ok((classification, raw)), attempt),
+                    Err(e @ RouterError::TopologyStatus(status)) if status >= 500 => e,
+                    Err(e) => return (Err(e), attempt),
+                },
+                Err(TransportError::Timeout) => {
+                    RouterError::TopologyTimeout(self.client.timeout_ms)
+                }
+                Err(TransportError::Connect(why)) => RouterError::TopologyUnreachable(why),
+            };
+            if attempt > self.client.retries {
+                return (Err(error), attempt);
+            }
+            let delay = self.client.backoff_ms(attempt, self.platform.random());
+            self.platform.sleep(delay).await;
+        }
+    }
+}
+
+/// A bounded memory cache with CLOCK eviction (an LRU approximation at
+/// O(1) per operation). Entries outlive their TTL by the stale window so a
+/// failing service can be answered from them.
+struct MemoryCache {
+    capacity: usize,
+    map: HashMap<String, MemoryEntry>,
+    order: VecDeque<String>,
+}
+
+struct MemoryEntry {
+    classification: Classification,
+    expires_at_ms: u64,
+    stale_until_ms: u64,
+    referenced: bool,
+}
+
+impl MemoryCache {
+    fn new(capacity: usize) -> Self {
+        MemoryCache {
+            capacity: capacity.max(1),
+            map: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// The entry and whether it is still fresh; entries past their stale
+    /// window are dropped.
+    fn get(&mut self, key: &str, now: u64) -> Option<(&MemoryEntry, bool)> {
+        let expired = self.map.get(key)?.stale_until_ms <= now;
+        if expired {
+            self.map.remove(key);
+            return None;
+        }
+        let entry = self.map.get_mut(key)?;
+        entry.referenced = true;
+        let fresh = entry.expires_at_ms > now;
+        Some((entry, fresh))
+    }
+
+    fn insert(&mut self, key: String, answer: &CachedAnswer, stale_secs: u32) {
+        let entry = MemoryEntry {
+            classification: answer.classification.clone(),
+            expires_at_ms: answer.expires_at_ms,
+            stale_until_ms: answer.expires_at_ms + u64::from(stale_secs) * 1000,
+            referenced: false,
+        };
+        if let Some(existing) = self.map.get_mut(&key) {
+            *existing = entry;
+            return;
+        }
+        while self.map.len() >= self.capacity {
+            let Some(victim) = self.order.pop_front() else {
+                break;
+            };
+            match self.map.get_mut(&victim) {
+                Some(e) if e.referenced => {
+                    e.referenced = false;
+                    self.order.push_back(victim);
+                }
+                Some(_) => {
+                    self.map.remove(&victim);
+                }
+                None => {} // already dropped as expired
+            }
+        }
+        self.order.push_back(key.clone());
+        self.map.insert(key, entry);
+    }
+}
+
+#[cfg(test)]
+mod tests;

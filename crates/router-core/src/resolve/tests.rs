@@ -1,0 +1,396 @@
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::task::Poll;
+
+use futures_executor::LocalPool;
+use futures_util::task::LocalSpawnExt;
+
+use super::*;
+use crate::classify::{ClassifyKind, Target};
+use crate::topology::CellAnswer;
+
+/// A virtual clock: sleeping advances it at once, so tests are exact.
+#[derive(Default)]
+struct FakePlatform {
+    now: Cell<u64>,
+    gate: Rc<Gate>,
+}
+
+impl Platform for Rc<FakePlatform> {
+    fn now_ms(&self) -> u64 {
+        self.now.get()
+    }
+    fn random(&self) -> f64 {
+        0.5
+    }
+    async fn sleep(&self, ms: u32) {
+        // Time stands still while the gate is closed.
+        self.gate.wait().await;
+        self.now.set(self.now.get() + u64::from(ms));
+    }
+}
+
+/// A scripted Topology Service that counts calls and can be slow, fail, or
+/// yield once so concurrent callers overlap.
+#[derive(Default)]
+struct FakeService {
+    script: RefCell<VecDeque<Result<RawAnswer, TransportError>>>,
+    calls: Cell<u32>,
+    platform: Rc<FakePlatform>,
+    /// While closed, calls wait, so concurrent callers overlap for sure.
+    gate: Rc<Gate>,
+}
+
+#[derive(Default)]
+struct Gate {
+    closed: Cell<bool>,
+    waiters: RefCell<Vec<std::task::Waker>>,
+}
+
+impl Gate {
+    fn open(&self) {
+        self.closed.set(false);
+        for w in self.waiters.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    fn wait(&self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.closed.get() {
+                self.waiters.borrow_mut().push(cx.waker().clone());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+    }
+}
+
+impl FakeService {
+    fn push(&self, answer: Result<RawAnswer, TransportError>) {
+        self.script.borrow_mut().push_back(answer);
+    }
+}
+
+fn found(address: &str, cache_control: &str) -> Result<RawAnswer, TransportError> {
+    Ok(RawAnswer {
+        status: 200,
+        body: format!(r#"{{"action":"PROXY","proxy":{{"address":"{address}"}}}}"#),
+        cache_control: Some(cache_control.into()),
+        cache_tag: Some("cell-x".into()),
+    })
+}
+
+fn status(code: u16) -> Result<RawAnswer, TransportError> {
+    Ok(RawAnswer {
+        status: code,
+        body: r#"{"code":5,"message":"not found","details":[]}"#.into(),
+        cache_control: Some("max-age=300".into()),
+        cache_tag: None,
+    })
+}
+
+impl TopologyTransport for Rc<FakeService> {
+    async fn classify(&self, _body: &str, timeout_ms: u32) -> Result<RawAnswer, TransportError> {
+        self.calls.set(self.calls.get() + 1);
+        self.gate.wait().await;
+        let next = self
+            .script
+            .borrow_mut()
+            .pop_front()
+            .unwrap_or(Err(TransportError::Connect("script empty".into())));
+        if next == Err(TransportError::Timeout) {
+            self.platform
+                .now
+                .set(self.platform.now.get() + u64::from(timeout_ms));
+        } else {
+            self.platform.now.set(self.platform.now.get() + 5);
+        }
+        next
+    }
+}
+
+#[derive(Default)]
+struct FakeShared {
+    entries: RefCell<HashMap<String, CachedAnswer>>,
+    puts: Cell<u32>,
+    ttls: RefCell<Vec<u32>>,
+}
+
+impl SharedCache for Rc<FakeShared> {
+    async fn get(&self, key: &str) -> Option<CachedAnswer> {
+        self.entries.borrow().get(key).cloned()
+    }
+    async fn put(&self, key: &str, answer: &CachedAnswer, ttl: u32) {
+        self.puts.set(self.puts.get() + 1);
+        self.ttls.borrow_mut().push(ttl);
+        self.entries
+            .borrow_mut()
+            .insert(key.to_string(), answer.clone());
+    }
+}
+
+type TestResolver = Resolver<Rc<FakeService>, Rc<FakeShared>, Rc<FakePlatform>>;
+
+fn setup() -> (
+    Rc<TestResolver>,
+    Rc<FakeService>,
+    Rc<FakeShared>,
+    Rc<FakePlatform>,
+) {
+    let gate = Rc::new(Gate::default());
+    let platform = Rc::new(FakePlatform {
+        now: Cell::new(1_000_000),
+        gate: gate.clone(),
+    });
+    let service = Rc::new(FakeService {
+        platform: platform.clone(),
+        gate,
+        ..Default::default()
+    });
+    let shared = Rc::new(FakeShared::default());
+    let resolver = Rc::new(Resolver::new(
+        service.clone(),
+        shared.clone(),
+        platform.clone(),
+        CachePolicy::default(),
+        ClientPolicy::default(),
+    ));
+    (resolver, service, shared, platform)
+}
+
+fn session(prefix: &str) -> ClassifyRequest {
+    ClassifyRequest {
+        kind: ClassifyKind::SessionPrefix,
+        value: Some(prefix.into()),
+        target: Target::Web,
+    }
+}
+
+fn run<F: Future>(f: F) -> F::Output {
+    futures_executor::block_on(f)
+}
+
+fn address(r: &Resolution) -> Option<&str> {
+    match &r.classification {
+        Some(Classification::Cell(CellAnswer { address, .. })) => Some(address),
+        _ => None,
+    }
+}
+
+#[test]
+fn second_request_is_a_memory_hit_until_the_ttl_ends() {
+    let (resolver, service, shared, platform) = setup();
+    service.push(found("cell-2", "max-age=60"));
+    let first = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (first.level, address(&first)),
+        (CacheLevel::Service, Some("cell-2"))
+    );
+    let second = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((second.level, second.attempts), (CacheLevel::Memory, 0));
+    assert_eq!(service.calls.get(), 1);
+    assert_eq!(shared.ttls.borrow().as_slice(), &[60]);
+
+    // Past the TTL the shared cache's copy is expired too: the service again.
+    platform.now.set(platform.now.get() + 61_000);
+    service.push(found("cell-2", "max-age=60"));
+    let third = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(third.level, CacheLevel::Service);
+    assert_eq!(service.calls.get(), 2);
+}
+
+#[test]
+fn shared_cache_answers_a_cold_isolate() {
+    let (resolver, service, shared, platform) = setup();
+    service.push(found("cell-3", "max-age=60"));
+    run(resolver.resolve(&session("cell-3")));
+    // A new isolate: empty memory, same shared cache.
+    let fresh = Rc::new(Resolver::new(
+        service.clone(),
+        shared.clone(),
+        platform.clone(),
+        CachePolicy::default(),
+        ClientPolicy::default(),
+    ));
+    let r = run(fresh.resolve(&session("cell-3")));
+    assert_eq!(
+        (r.level, address(&r)),
+        (CacheLevel::CacheApi, Some("cell-3"))
+    );
+    assert_eq!(service.calls.get(), 1);
+    assert_eq!(
+        run(fresh.resolve(&session("cell-3"))).level,
+        CacheLevel::Memory
+    );
+}
+
+#[test]
+fn not_found_is_cached_for_the_negative_ttl() {
+    let (resolver, service, shared, _) = setup();
+    service.push(status(404));
+    let r = run(resolver.resolve(&session("cell-9")));
+    assert_eq!(
+        (r.level, r.classification.clone()),
+        (CacheLevel::Service, Some(Classification::NotFound))
+    );
+    for _ in 0..99 {
+        assert_eq!(
+            run(resolver.resolve(&session("cell-9"))).level,
+            CacheLevel::Memory
+        );
+    }
+    assert_eq!(service.calls.get(), 1);
+    assert_eq!(
+        shared.ttls.borrow().as_slice(),
+        &[30],
+        "404 capped at the negative TTL"
+    );
+}
+
+#[test]
+fn no_store_answers_are_used_but_not_kept() {
+    let (resolver, service, shared, _) = setup();
+    service.push(found("cell-2", "no-store"));
+    service.push(found("cell-2", "no-store"));
+    assert_eq!(
+        address(&run(resolver.resolve(&session("cell-2")))),
+        Some("cell-2")
+    );
+    assert_eq!(
+        run(resolver.resolve(&session("cell-2"))).level,
+        CacheLevel::Service
+    );
+    assert_eq!(shared.puts.get(), 0);
+}
+
+#[test]
+fn retries_5xx_and_timeouts_then_succeeds() {
+    let (resolver, service, _, _) = setup();
+    service.push(status(503));
+    service.push(Err(TransportError::Timeout));
+    service.push(found("cell-2", "max-age=60"));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, r.attempts, address(&r)),
+        (CacheLevel::Service, 3, Some("cell-2"))
+    );
+}
+
+#[test]
+fn never_retries_4xx() {
+    let (resolver, service, _, _) = setup();
+    service.push(status(400));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 1));
+    assert_eq!(r.error, Some(RouterError::TopologyStatus(400)));
+}
+
+#[test]
+fn service_down_falls_back_within_the_worst_case_time() {
+    let (resolver, service, _, platform) = setup();
+    for _ in 0..3 {
+        service.push(Err(TransportError::Timeout));
+    }
+    let start = platform.now_ms();
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, r.classification.clone(), r.attempts),
+        (CacheLevel::Fallback, None, 3)
+    );
+    let took = platform.now_ms() - start;
+    assert!(
+        took <= u64::from(ClientPolicy::default().worst_case_ms()),
+        "took {took} ms"
+    );
+    assert!(took >= 3000, "three 1 s timeouts: {took} ms");
+}
+
+#[test]
+fn stale_memory_entry_beats_an_error() {
+    let (resolver, service, shared, platform) = setup();
+    service.push(found("cell-2", "max-age=60"));
+    run(resolver.resolve(&session("cell-2")));
+    platform.now.set(platform.now.get() + 120_000);
+    shared.entries.borrow_mut().clear();
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((r.level, address(&r)), (CacheLevel::Stale, Some("cell-2")));
+    assert!(r.error.is_some());
+    // Beyond the stale window: the legacy cell.
+    platform.now.set(platform.now.get() + 700_000);
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(r.level, CacheLevel::Fallback);
+}
+
+#[test]
+fn unreadable_answers_fall_back_without_retry() {
+    let (resolver, service, _, _) = setup();
+    service.push(Ok(RawAnswer {
+        status: 200,
+        body: "<html>".into(),
+        ..Default::default()
+    }));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 1));
+    assert!(matches!(r.error, Some(RouterError::TopologyBadAnswer(_))));
+}
+
+#[test]
+fn concurrent_misses_share_one_call() {
+    let (resolver, service, _, _) = setup();
+    service.gate.closed.set(true);
+    service.push(found("cell-2", "max-age=60"));
+    let mut pool = LocalPool::new();
+    let results = Rc::new(RefCell::new(Vec::new()));
+    for _ in 0..50 {
+        let resolver = resolver.clone();
+        let results = results.clone();
+        pool.spawner()
+            .spawn_local(async move {
+                let r = resolver.resolve(&session("cell-2")).await;
+                results.borrow_mut().push(r);
+            })
+            .unwrap();
+    }
+    pool.run_until_stalled();
+    assert_eq!(service.calls.get(), 1, "one call while 50 requests wait");
+    service.gate.open();
+    pool.run();
+    let results = results.borrow();
+    assert_eq!(results.len(), 50);
+    assert!(results.iter().all(|r| address(r) == Some("cell-2")));
+    assert_eq!(service.calls.get(), 1);
+    assert_eq!(results.iter().filter(|r| r.coalesced).count(), 49);
+}
+
+#[test]
+fn memory_cache_is_bounded() {
+    let (_, service, shared, platform) = setup();
+    let resolver = Rc::new(Resolver::new(
+        service.clone(),
+        shared,
+        platform,
+        CachePolicy::default(),
+        ClientPolicy {
+            memory_entries: 100,
+            ..Default::default()
+        },
+    ));
+    for i in 0..1000 {
+        service.push(found("cell-2", "max-age=60"));
+        run(resolver.resolve(&session(&format!("cell-{i}"))));
+    }
+    assert_eq!(resolver.memory_len(), 100);
+}
+
+#[test]
+fn backoff_grows_caps_and_jitters() {
+    let p = ClientPolicy::default();
+    assert_eq!(p.backoff_ms(1, 0.0), 25);
+    assert_eq!(p.backoff_ms(1, 1.0), 50);
+    assert_eq!(p.backoff_ms(2, 1.0), 100);
+    assert_eq!(p.backoff_ms(10, 1.0), 500);
+    assert_eq!(p.backoff_ms(40, 1.0), 500);
+    assert_eq!(p.worst_case_ms(), 3000 + 50 + 100);
+}

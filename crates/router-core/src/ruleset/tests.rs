@@ -1,0 +1,435 @@
+use super::*;
+use crate::token::encode_routable_token;
+
+fn compile(json: &str) -> Ruleset {
+    Ruleset::from_json("test", json).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn compile_err(json: &str) -> String {
+    Ruleset::from_json("test", json).unwrap_err().to_string()
+}
+
+fn get(url: &str, headers: &[(&str, &str)]) -> RequestParts {
+    let mut r = RequestParts::from_url("GET", url).unwrap();
+    for (n, v) in headers {
+        r.add_header(n, v);
+    }
+    r
+}
+
+fn classify_value(d: &Decision) -> Option<String> {
+    match &d.action {
+        Action::Classify(c) => c.value.clone(),
+        _ => None,
+    }
+}
+
+const SEED_SESSION: &str = r#"{"rules": [
+  {"cookies": {"_gitlab_session": {"match_regex": "^(?<cell_name>cell-\\d+)-[0-9a-f]{32}$"}},
+   "action": "classify", "classify": {"type": "SESSION_PREFIX", "value": "${cell_name}"}},
+  {"action": "proxy"}
+]}"#;
+
+const ARRAY_SESSION: &str = r#"[
+  {"id": "session", "match": {"type": "cookie", "regexName": "^_gitlab_session(_[0-9a-f]+)?$", "regexValue": "^(?<cell_name>cell-\\d+)-[0-9a-f]{32}$"},
+   "action": "classify", "classify": {"type": "SESSION_PREFIX", "value": "${cell_name}"}},
+  {"id": "default", "action": "proxy"}
+]"#;
+
+const HEX32: &str = "0123456789abcdef0123456789abcdef";
+
+#[test]
+fn seed_and_array_forms_decide_alike() {
+    for json in [SEED_SESSION, ARRAY_SESSION] {
+        let rules = compile(json);
+        let d = rules.decide(&get(
+            "https://gitlab.com/",
+            &[("Cookie", &format!("_gitlab_session=cell-2-{HEX32}"))],
+        ));
+        assert_eq!(classify_value(&d).as_deref(), Some("cell-2"));
+        assert_eq!(d.action.name(), "classify");
+        let d = rules.decide(&get("https://gitlab.com/", &[]));
+        assert_eq!(d.action, Action::Proxy { address: None });
+    }
+}
+
+#[test]
+fn session_cookie_with_hex_suffix_matches_by_name_regex() {
+    let rules = compile(ARRAY_SESSION);
+    let d = rules.decide(&get(
+        "https://gitlab.com/",
+        &[(
+            "cookie",
+            &format!("other=1; _gitlab_session_abc123=cell-3-{HEX32}"),
+        )],
+    ));
+    assert_eq!(classify_value(&d).as_deref(), Some("cell-3"));
+    // The legacy cell's session has no prefix: the catch-all takes it.
+    let d = rules.decide(&get(
+        "https://gitlab.com/",
+        &[("cookie", &format!("_gitlab_session={HEX32}"))],
+    ));
+    assert_eq!(d.rule_id, Some("default"));
+}
+
+#[test]
+fn first_identical_wins() {
+    let rules = compile(
+        r#"[
+      {"id": "a", "match": {"type": "path", "regexValue": "^/api/"}, "action": "proxy", "proxy": {"address": "a.example.com"}},
+      {"id": "b", "match": {"type": "path", "regexValue": "^/api/"}, "action": "proxy", "proxy": {"address": "b.example.com"}}
+    ]"#,
+    );
+    let d = rules.decide(&get("https://gitlab.com/api/v4/user", &[]));
+    assert_eq!(d.rule_id, Some("a"));
+    assert_eq!(
+        d.action,
+        Action::Proxy {
+            address: Some("a.example.com")
+        }
+    );
+}
+
+#[test]
+fn all_matchers_of_a_rule_must_hold() {
+    let rules = compile(
+        r#"[
+      {"id": "post-api", "match": [{"type": "path", "regexValue": "^/api/"}, {"type": "method", "regexValue": "^POST$"}],
+       "action": "proxy", "proxy": {"address": "a.example.com"}}
+    ]"#,
+    );
+    assert_eq!(
+        rules.decide(&get("https://gitlab.com/api/x", &[])).rule_id,
+        None
+    );
+    let post = RequestParts::from_url("POST", "https://gitlab.com/api/x").unwrap();
+    assert_eq!(rules.decide(&post).rule_id, Some("post-api"));
+}
+
+#[test]
+fn regexes_search_unless_anchored() {
+    let rules = compile(
+        r#"[{"id": "r", "match": {"type": "path", "regexValue": "jobs/request"}, "action": "proxy"}]"#,
+    );
+    assert_eq!(
+        rules
+            .decide(&get("https://gitlab.com/api/v4/jobs/request", &[]))
+            .rule_id,
+        Some("r")
+    );
+}
+
+#[test]
+fn header_names_are_case_insensitive() {
+    let rules = compile(
+        r#"[{"id": "h", "match": {"type": "header", "name": "PRIVATE-Token", "regexValue": "^(?<t>.+)$"},
+        "action": "classify", "classify": {"type": "ROUTE", "value": "${t}"}}]"#,
+    );
+    assert_eq!(
+        rules.header_interest(),
+        &HeaderInterest::Names(vec!["private-token".into()])
+    );
+    let d = rules.decide(&get("https://gitlab.com/", &[("private-token", "abc")]));
+    assert_eq!(classify_value(&d).as_deref(), Some("abc"));
+}
+
+#[test]
+fn header_name_regex_needs_every_header() {
+    let rules = compile(
+        r#"[{"id": "h", "match": {"type": "header", "regexName": "^x-runner-"}, "action": "proxy"}]"#,
+    );
+    assert_eq!(rules.header_interest(), &HeaderInterest::All);
+    assert_eq!(
+        rules
+            .decide(&get("https://gitlab.com/", &[("X-Runner-Token", "x")]))
+            .rule_id,
+        Some("h")
+    );
+}
+
+#[test]
+fn query_matchers_see_decoded_values_and_capture_them() {
+    let rules = compile(
+        r#"[{"id": "jwt", "match": [{"type": "path", "regexValue": "^/jwt/auth$"},
+        {"type": "query", "name": "scope", "regexValue": "^repository:(?<repo>[^:]+):"}],
+        "action": "classify", "classify": {"type": "ROUTE", "value": "${repo}"}}]"#,
+    );
+    let d = rules.decide(&get("https://gitlab.com/jwt/auth?service=container_registry&scope=repository%3Agitlab-org%2Fgitlab%3Apull", &[]));
+    assert_eq!(classify_value(&d).as_deref(), Some("gitlab-org/gitlab"));
+}
+
+#[test]
+fn host_and_method_list_matchers() {
+    let rules = compile(
+        r#"{"rules": [{"method": ["get", "HEAD"], "action": "proxy", "proxy": {"address": "ro.example.com"}},
+        {"id": "h", "match": {"type": "host", "regexValue": "^registry\\."}, "action": "proxy"}]}"#,
+    );
+    assert_eq!(
+        rules.decide(&get("https://gitlab.com/", &[])).rule_id,
+        Some("rule-1")
+    );
+    let put = RequestParts::from_url("PUT", "https://registry.gitlab.com/").unwrap();
+    assert_eq!(rules.decide(&put).rule_id, Some("h"));
+}
+
+#[test]
+fn routable_token_transform_yields_the_cell_id() {
+    let rules = compile(
+        r#"[{"id": "pat", "match": {"type": "header", "name": "private-token", "regexValue": "^(?<token>glpat-.+)$"},
+        "transform": {"type": "routable-token-payload", "input": "${token}", "output": "decoded"},
+        "validate": {"exist": ["${decoded.c}"]},
+        "action": "classify", "classify": {"type": "CELL_ID", "value": "${decoded.c}"}},
+        {"id": "default", "action": "proxy"}]"#,
+    );
+    let token = encode_routable_token("glpat-", [7; 16], &[('c', 11), ('o', 1), ('u', 42)]);
+    let d = rules.decide(&get(
+        "https://gitlab.com/api/v4/user",
+        &[("PRIVATE-TOKEN", &token)],
+    ));
+    assert_eq!(d.rule_id, Some("pat"));
+    assert_eq!(classify_value(&d).as_deref(), Some("11"));
+
+    let mut corrupted = token.clone();
+    corrupted.replace_range(8..9, if &token[8..9] == "A" { "B" } else { "A" });
+    let d = rules.decide(&get(
+        "https://gitlab.com/api/v4/user",
+        &[("PRIVATE-TOKEN", &corrupted)],
+    ));
+    assert_eq!(
+        d.rule_id,
+        Some("default"),
+        "a token that fails its CRC classifies nothing"
+    );
+}
+
+#[test]
+fn base64_transform_reads_basic_auth_passwords() {
+    let rules = compile(
+        r#"[{"id": "basic", "match": {"type": "header", "name": "authorization", "regexValue": "^Basic (?<b64>[A-Za-z0-9+/=]+)$"},
+        "transform": [{"type": "base64", "input": "${b64}", "output": "creds"}],
+        "action": "classify", "classify": {"type": "USERNAME", "value": "${creds}"}}]"#,
+    );
+    let d = rules.decide(&get(
+        "https://gitlab.com/",
+        &[("authorization", "Basic dXNlcjpwYXNz")],
+    ));
+    assert_eq!(classify_value(&d).as_deref(), Some("user:pass"));
+    let d = rules.decide(&get(
+        "https://gitlab.com/",
+        &[("authorization", "Basic ////")],
+    ));
+    assert_eq!(
+        d.rule_id, None,
+        "undecodable input makes the template fail, so the rule does not match"
+    );
+}
+
+#[test]
+fn templates_mix_literals_and_captures() {
+    let rules = compile(
+        r#"[{"id": "c", "match": {"type": "path", "regexValue": "^/c/(?<n>\\d+)"},
+        "action": "classify", "classify": {"type": "SESSION_PREFIX", "value": "cell-${n}"}}]"#,
+    );
+    assert_eq!(
+        classify_value(&rules.decide(&get("https://gitlab.com/c/7/x", &[]))).as_deref(),
+        Some("cell-7")
+    );
+}
+
+#[test]
+fn first_cell_needs_no_value_and_targets_registry() {
+    let rules = compile(
+        r#"[{"id": "v2", "match": {"type": "path", "regexValue": "^/v2/$"},
+        "action": "classify", "classify": {"type": "FIRST_CELL", "target": "registry"}}]"#,
+    );
+    let d = rules.decide(&get("https://registry.gitlab.com/v2/", &[]));
+    match d.action {
+        Action::Classify(c) => {
+            assert_eq!(c.body(), r#"{"type":"FIRST_CELL","target":"registry"}"#);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn rollout_includes_excludes_and_buckets() {
+    let json = |pct: f64| {
+        format!(
+            r#"[{{"id": "new", "match": {{"type": "path", "regexValue": "^/v2/(?<repo>.+)/(manifests|blobs)/"}},
+        "rollout": {{"value": "${{repo}}", "include": ["^gitlab-org/"], "exclude": ["^gitlab-org/secret/"], "percentage": {pct}, "seed": "s1"}},
+        "action": "proxy", "proxy": {{"address": "new-registry.example.com"}}}},
+        {{"id": "old", "action": "proxy"}}]"#
+        )
+    };
+    let all = compile(&json(100.0));
+    let url = |repo: &str| format!("https://registry.gitlab.com/v2/{repo}/manifests/latest");
+    assert_eq!(
+        all.decide(&get(&url("gitlab-org/a"), &[])).rule_id,
+        Some("new")
+    );
+    assert_eq!(all.decide(&get(&url("other/a"), &[])).rule_id, Some("old"));
+    assert_eq!(
+        all.decide(&get(&url("gitlab-org/secret/a"), &[])).rule_id,
+        Some("old")
+    );
+    let none = compile(&json(0.0));
+    assert_eq!(
+        none.decide(&get(&url("gitlab-org/a"), &[])).rule_id,
+        Some("old")
+    );
+
+    // Raising the percentage only ever adds repositories.
+    let five = compile(&json(5.0));
+    let twenty_five = compile(&json(25.0));
+    let (mut at5, mut at25) = (0, 0);
+    for i in 0..10_000 {
+        let r = get(
+            &url(&format!("gitlab-org/group-{}/project-{i}", i % 97)),
+            &[],
+        );
+        let a = five.decide(&r).rule_id == Some("new");
+        let b = twenty_five.decide(&r).rule_id == Some("new");
+        assert!(!a || b, "repository {i} moved back");
+        at5 += a as u32;
+        at25 += b as u32;
+    }
+    assert!((400..=600).contains(&at5), "5% gave {at5} of 10000");
+    assert!((2400..=2600).contains(&at25), "25% gave {at25} of 10000");
+}
+
+#[test]
+fn rollout_bucket_is_stable_and_seeded() {
+    assert_eq!(rollout_bucket("s", "a/b"), rollout_bucket("s", "a/b"));
+    let moved = (0..1000)
+        .filter(|i| {
+            rollout_bucket("s1", &format!("r{i}")) != rollout_bucket("s2", &format!("r{i}"))
+        })
+        .count();
+    assert!(moved > 900);
+}
+
+#[test]
+fn rejects_what_cannot_work_with_clear_messages() {
+    let cases = [
+        ("{", "not valid JSON"),
+        ("{}", "expected"),
+        ("[]", "has no rules"),
+        ("42", "expected"),
+        (
+            r#"[{"id": "x", "action": "proxy", "bogus": 1}]"#,
+            "rule \"x\": unknown field `bogus`",
+        ),
+        (
+            r#"[{"id": "x", "match": {"type": "path", "regexValue": "("}, "action": "proxy"}]"#,
+            "rule \"x\": match[0].regexValue: invalid regex",
+        ),
+        (
+            r#"[{"id": "x", "match": {"type": "path", "regexValue": "^/(?<a>x)"}, "action": "classify", "classify": {"type": "ROUTE", "value": "${b}"}}]"#,
+            "rule \"x\": classify.value: ${b} names no capture group",
+        ),
+        (
+            r#"[{"id": "all", "action": "proxy"}, {"id": "late", "action": "proxy"}]"#,
+            "rule \"late\": unreachable: rule \"all\"",
+        ),
+        (
+            r#"[{"id": "x", "action": "classify", "classify": {"type": "SESION_PREFIX", "value": "a"}}]"#,
+            "unknown type \"SESION_PREFIX\"",
+        ),
+        (
+            r#"[{"id": "x", "action": "classify"}]"#,
+            "no classify block",
+        ),
+        (
+            r#"[{"id": "x", "action": "classify", "classify": {"type": "ROUTE"}}]"#,
+            "ROUTE needs a value",
+        ),
+        (
+            r#"[{"id": "x", "action": "teleport"}]"#,
+            "neither classify nor proxy",
+        ),
+        (
+            r#"[{"id": "x", "action": "proxy", "proxy": {"address": "http://evil/"}}]"#,
+            "proxy.address",
+        ),
+        (
+            r#"[{"id": "x", "match": {"type": "header", "regexValue": "a"}, "action": "proxy"}]"#,
+            "needs name or regexName",
+        ),
+        (
+            r#"[{"id": "x", "match": {"type": "path", "name": "a", "regexValue": "a"}, "action": "proxy"}]"#,
+            "takes no name",
+        ),
+        (
+            r#"[{"id": "x", "match": {"type": "body"}, "action": "proxy"}]"#,
+            "unknown matcher \"body\"",
+        ),
+        (
+            r#"[{"id": "x", "match": {"type": "header", "name": "t", "regexValue": "(?<t>.+)"}, "transform": {"type": "routable-token-payload", "input": "${t}", "output": "d"}, "action": "classify", "classify": {"type": "CELL_ID", "value": "${d.z}"}}]"#,
+            "no field \"z\"",
+        ),
+        (
+            r#"[{"id": "x", "transform": {"type": "rot13", "input": "a", "output": "d"}, "action": "proxy"}]"#,
+            "unknown transform",
+        ),
+        (
+            r#"[{"id": "x", "action": "proxy"}, {"id": "x", "match": {"type": "path", "regexValue": "a"}, "action": "proxy"}]"#,
+            "unreachable",
+        ),
+        (
+            r#"[{"id": "x", "match": {"type": "path", "regexValue": "a"}, "action": "proxy"}, {"id": "x", "action": "proxy"}]"#,
+            "duplicate rule id",
+        ),
+        (
+            r#"[{"id": "x", "rollout": {"value": "a", "percentage": 101}, "action": "proxy"}]"#,
+            "not within 0..=100",
+        ),
+    ];
+    for (json, expected) in cases {
+        let err = compile_err(json);
+        assert!(
+            err.contains(expected),
+            "for {json}\n  got: {err}\n  expected to contain: {expected}"
+        );
+        assert!(err.starts_with("test"), "errors name the ruleset: {err}");
+    }
+}
+
+#[test]
+fn snake_case_field_names_load() {
+    let rules = compile(
+        r#"[{"id": "s", "match": {"type": "cookie", "regex_name": "^_gitlab_session", "regex_value": "^(?<p>cell-\\d+)-"},
+        "action": "classify", "classify": {"type": "SESSION_PREFIX", "value": "${p}"}}]"#,
+    );
+    assert_eq!(rules.rules().len(), 1);
+}
+
+#[test]
+fn shipped_rulesets_compile() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rules");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let json = std::fs::read_to_string(&path).unwrap();
+            Ruleset::from_json(path.file_stem().unwrap().to_str().unwrap(), &json)
+                .unwrap_or_else(|e| panic!("{e}"));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 2, "rules/ has {seen} rulesets");
+}
+
+proptest::proptest! {
+    #[test]
+    fn parser_never_panics(json in ".{0,400}") {
+        let _ = Ruleset::from_json("fuzz", &json);
+    }
+
+    #[test]
+    fn matching_never_panics(path in "/[ -~]{0,80}", cookie in "[ -~]{0,200}", token in "[ -~]{0,120}") {
+        let rules = compile(ARRAY_SESSION);
+        let mut r = get("https://gitlab.com/", &[("cookie", &cookie), ("private-token", &token)]);
+        r.path = path;
+        let _ = rules.decide(&r);
+    }
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the worker into build/ with worker-build, using the locally
+# installed wasm-bindgen, wasm-opt and esbuild (worker-build would otherwise
+# try to download them). Does nothing when build/ is newer than every
+# source, so `wrangler dev` starts fast.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+stamp=build/index_bg.wasm
+if [ -f "$stamp" ] && [ -z "${FORCE_BUILD:-}" ] && \
+   [ -z "$(find src crates/router-core/src crates/router-core/Cargo.toml rules Cargo.toml Cargo.lock build.rs -newer "$stamp" -print -quit)" ]; then
+  echo "build/ is up to date" >&2
+  exit 0
+fi
+export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
+export WASM_OPT_BIN="$PWD/node_modules/.bin/wasm-opt"
+export ESBUILD_BIN="$PWD/node_modules/.bin/esbuild"
+for tool in "$WASM_BINDGEN_BIN" "$WASM_OPT_BIN" "$ESBUILD_BIN"; do
+  [ -x "$tool" ] || { echo "missing $tool: run scripts/setup.sh" >&2; exit 1; }
+done
+worker-build --release
+raw=$(wc -c < build/index_bg.wasm)
+gz=$(gzip -9 -c build/index_bg.wasm | wc -c)
+echo "worker built: build/index_bg.wasm $((raw / 1024)) KiB raw, $((gz / 1024)) KiB gzip" >&2

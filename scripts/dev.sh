@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs the router locally with everything it needs: a local Topology
+# Service (127.0.0.1:9096) and three demo cells (127.0.0.1:9101-9103; cell 1
+# is the legacy cell) from devstack/topology.toml, and the router under
+# `wrangler dev --env dev` on 127.0.0.1:8787. Ctrl-C stops all of it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+bash scripts/build-worker.sh
+cargo build --quiet -p devstack
+
+export WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
+
+stack_out=$(mktemp)
+target/debug/devstack up --config devstack/topology.toml > "$stack_out" &
+stack_pid=$!
+cleanup() {
+  kill "$stack_pid" 2>/dev/null || true
+  wait "$stack_pid" 2>/dev/null || true
+  rm -f "$stack_out"
+}
+trap cleanup EXIT INT TERM
+
+for _ in $(seq 50); do
+  grep -q '"ready":"topology"' "$stack_out" 2>/dev/null && break
+  kill -0 "$stack_pid" 2>/dev/null || { echo "devstack failed to start (ports 9096/9101-9103 busy?)" >&2; exit 1; }
+  sleep 0.1
+done
+cat "$stack_out"
+
+token=$(cargo run -q --bin rulesctl -- token --cell 2 2>/dev/null || true)
+cat <<MSG
+
+Local stack is up. The router will listen on http://127.0.0.1:8787 (ruleset: see [env.dev.vars] in wrangler.toml).
+Try:
+  curl -s http://127.0.0.1:8787/explore                      # no session: legacy cell 1
+  curl -s -H 'Cookie: _gitlab_session=cell-2-0123456789abcdef0123456789abcdef' http://127.0.0.1:8787/dashboard   # cell 2
+  curl -s -X POST -d '{"type":"SESSION_PREFIX","value":"cell-3"}' http://127.0.0.1:9096/v1/classify      # ask the Topology Service
+  curl -s http://127.0.0.1:9096/_stats                         # classify calls it received
+${token:+  curl -s -H 'PRIVATE-TOKEN: $token' http://127.0.0.1:8787/api/v4/user   # routable token for cell 2 (session_token ruleset)}
+Each cell answers with a JSON echo of what it received (cell id, path, headers).
+Ctrl-C stops everything.
+
+MSG
+
+node_modules/.bin/wrangler dev --env dev --ip 127.0.0.1 --port 8787

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what building and testing the router needs, skipping each piece
+# that is already present at the right version (safe to run again):
+#   the wasm32 target, worker-build, wasm-bindgen-cli at the Cargo.lock
+#   version, and the npm packages from package-lock.json (wrangler,
+#   miniflare, binaryen's wasm-opt).
+# With --registry it also installs Debian's docker-registry and skopeo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WORKER_BUILD_VERSION=0.8.7
+say() { printf '==> %s\n' "$*" >&2; }
+
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  say "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+installed_version() { # binary -> its version (last word of --version), or empty
+  "$HOME/.cargo/bin/$1" --version 2>/dev/null | awk '{print $NF}' | sed 's/^v//' || true
+}
+
+if [ "$(installed_version worker-build)" != "$WORKER_BUILD_VERSION" ]; then
+  say "installing worker-build $WORKER_BUILD_VERSION (a few minutes, once)"
+  cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked
+fi
+
+# wasm-bindgen-cli must equal the wasm-bindgen that Cargo.lock pins.
+WASM_BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/"/, "", $3); print $3; exit}' Cargo.lock)
+if [ "$(installed_version wasm-bindgen)" != "$WASM_BINDGEN_VERSION" ]; then
+  say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (a few minutes, once)"
+  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+
+# npm ci runs only when package-lock.json changed since the last install.
+lock_hash=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ "$(cat node_modules/.lock-hash 2>/dev/null || true)" != "$lock_hash" ]; then
+  say "installing npm packages from package-lock.json"
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$lock_hash" > node_modules/.lock-hash
+fi
+
+if [ "${1:-}" = "--registry" ]; then
+  if ! command -v docker-registry >/dev/null || ! command -v skopeo >/dev/null; then
+    say "installing docker-registry and skopeo (Debian)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry skopeo >/dev/null
+  fi
+fi

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every test: native unit and integration tests of the core, the
+# tools and the local stack, then the end-to-end suites that drive the real
+# built worker in workerd (Miniflare) against real loopback servers, and the
+# deploy suite against the pinned wrangler. Installs what is missing first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+
+echo "==> native tests (cargo test)" >&2
+cargo test --workspace --exclude gitlab-http-router --quiet
+
+echo "==> building the worker and the local stack" >&2
+bash scripts/build-worker.sh
+cargo build --quiet -p devstack
+
+echo "==> end-to-end tests through workerd" >&2
+suites=(tests/e2e)
+[ -d tests/deploy ] && suites+=(tests/deploy)
+node --test --test-concurrency=2 --test-reporter=spec "${suites[@]}"

@@ -1,0 +1,152 @@
+//! The core's I/O traits implemented with workerd's APIs: `fetch` for the
+//! Topology Service, the Cache API as the shared cache, and JS time.
+
+use std::time::Duration;
+
+use router_core::resolve::{
+    CachedAnswer, Platform, RawAnswer, SharedCache, TopologyTransport, TransportError,
+};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{AbortSignal, Headers, Request, RequestInit, Response};
+
+/// Calls the global `fetch` (workerd has no `window`).
+pub fn global_fetch(request: &Request) -> js_sys::Promise {
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    global.fetch_with_request(request)
+}
+
+/// `POST {url}/v1/classify`, with the Cloudflare Access service token.
+pub struct FetchTransport {
+    endpoint: String,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+}
+
+impl FetchTransport {
+    pub fn new(base_url: &str, client_id: Option<String>, client_secret: Option<String>) -> Self {
+        FetchTransport {
+            endpoint: format!("{}/v1/classify", base_url.trim_end_matches('/')),
+            client_id,
+            client_secret,
+        }
+    }
+
+    async fn call(&self, body: &str, timeout_ms: u32) -> Result<RawAnswer, JsValue> {
+        let headers = Headers::new()?;
+        headers.set("content-type", "application/json")?;
+        headers.set("accept", "application/json")?;
+        if let (Some(id), Some(secret)) = (&self.client_id, &self.client_secret) {
+            headers.set("cf-access-client-id", id)?;
+            headers.set("cf-access-client-secret", secret)?;
+        }
+        let init = RequestInit::new();
+        init.set_method("POST");
+        init.set_headers(&headers);
+        init.set_body(&JsValue::from_str(body));
+        // One signal covers the whole attempt, body included.
+        let signal = AbortSignal::timeout_with_u32(timeout_ms);
+        init.set_signal(Some(&signal));
+        let request = Request::new_with_str_and_init(&self.endpoint, &init)?;
+        let response: Response = JsFuture::from(global_fetch(&request))
+            .await?
+            .unchecked_into();
+        let text = JsFuture::from(response.text()?).await?;
+        let resp_headers = response.headers();
+        Ok(RawAnswer {
+            status: response.status(),
+            body: text.as_string().unwrap_or_default(),
+            cache_control: resp_headers.get("cache-control").ok().flatten(),
+            cache_tag: resp_headers.get("cache-tag").ok().flatten(),
+        })
+    }
+}
+
+impl TopologyTransport for FetchTransport {
+    async fn classify(&self, body: &str, timeout_ms: u32) -> Result<RawAnswer, TransportError> {
+        self.call(body, timeout_ms).await.map_err(|e| {
+            let name = js_sys::Reflect::get(&e, &"name".into())
+                .ok()
+                .and_then(|n| n.as_string())
+                .unwrap_or_default();
+            if name == "TimeoutError" || name == "AbortError" {
+                TransportError::Timeout
+            } else {
+                let message = js_sys::Reflect::get(&e, &"message".into())
+                    .ok()
+                    .and_then(|m| m.as_string())
+                    .unwrap_or_else(|| format!("{e:?}"));
+                TransportError::Connect(message)
+            }
+        })
+    }
+}
+
+/// The Cloudflare Cache API (`caches.default`), shared by every isolate of
+/// a colo. Entries are JSON responses whose `Cache-Control` carries the TTL
+/// and whose `Cache-Tag` lets operators purge by tag.
+pub struct CacheApi;
+
+/// Cache keys are URLs; this host is never fetched.
+const CACHE_KEY_PREFIX: &str = "https://gitlab-http-router.internal/v1/classify/";
+
+impl CacheApi {
+    fn default_cache() -> Option<web_sys::Cache> {
+        let caches = js_sys::Reflect::get(&js_sys::global(), &"caches".into()).ok()?;
+        let default = js_sys::Reflect::get(&caches, &"default".into()).ok()?;
+        default.dyn_into::<web_sys::Cache>().ok()
+    }
+}
+
+impl SharedCache for CacheApi {
+    async fn get(&self, key: &str) -> Option<CachedAnswer> {
+        let cache = Self::default_cache()?;
+        let found = JsFuture::from(cache.match_with_str(&format!("{CACHE_KEY_PREFIX}{key}")))
+            .await
+            .ok()?;
+        let response: Response = found.dyn_into().ok()?;
+        let text = JsFuture::from(response.text().ok()?)
+            .await
+            .ok()?
+            .as_string()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    async fn put(&self, key: &str, answer: &CachedAnswer, ttl_secs: u32) {
+        let Some(cache) = Self::default_cache() else {
+            return;
+        };
+        let Ok(body) = serde_json::to_string(answer) else {
+            return;
+        };
+        let Ok(headers) = Headers::new() else { return };
+        let _ = headers.set("content-type", "application/json");
+        let _ = headers.set("cache-control", &format!("max-age={ttl_secs}"));
+        let _ = headers.set("cache-tag", &answer.tags.join(","));
+        let init = web_sys::ResponseInit::new();
+        init.set_headers(&headers);
+        let Ok(response) = Response::new_with_opt_str_and_init(Some(&body), &init) else {
+            return;
+        };
+        // A failed put costs only a later miss.
+        let _ = JsFuture::from(cache.put_with_str(&format!("{CACHE_KEY_PREFIX}{key}"), &response))
+            .await;
+    }
+}
+
+/// Time, randomness and timers from JS.
+pub struct JsPlatform;
+
+impl Platform for JsPlatform {
+    fn now_ms(&self) -> u64 {
+        js_sys::Date::now() as u64
+    }
+
+    fn random(&self) -> f64 {
+        js_sys::Math::random()
+    }
+
+    async fn sleep(&self, ms: u32) {
+        worker::Delay::from(Duration::from_millis(u64::from(ms))).await;
+    }
+}

@@ -1,0 +1,331 @@
+//! The worker edge: the `fetch` handler of the GitLab Cells HTTP router.
+//!
+//! It stays thin: it reads only the request parts the ruleset needs, asks
+//! the pure core (`router_core`) for a decision, resolves it through the
+//! core's resolver (with the I/O adapters in [`io`]), and forwards the
+//! incoming request to the cell without touching its body. It works on raw
+//! `web_sys` types so a request crosses the wasm boundary a few times, not
+//! once per header.
+
+mod io;
+
+use std::cell::OnceCell;
+use std::rc::Rc;
+
+use router_core::config::Config;
+use router_core::forward::{
+    self, AllowList, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_HOST, X_FORWARDED_PROTO,
+};
+use router_core::log::RequestLog;
+use router_core::resolve::{CacheLevel, Resolver};
+use router_core::ruleset::HeaderInterest;
+use router_core::{Action, RequestParts, RouterError, Ruleset};
+use wasm_bindgen::JsCast;
+use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
+use worker::{event, Context, Env};
+
+mod compiled {
+    include!(concat!(env!("OUT_DIR"), "/rulesets.rs"));
+}
+
+type EdgeResolver = Resolver<io::FetchTransport, io::CacheApi, io::JsPlatform>;
+
+/// What an isolate builds once, on its first request.
+struct Isolate {
+    config: Config,
+    ruleset: Option<Ruleset>,
+    /// The configured allow-list plus the legacy cell and fixed addresses.
+    allowed: AllowList,
+    resolver: Option<Rc<EdgeResolver>>,
+}
+
+thread_local! {
+    static ISOLATE: OnceCell<Rc<Isolate>> = const { OnceCell::new() };
+}
+
+fn isolate(env: &Env) -> Rc<Isolate> {
+    ISOLATE.with(|cell| cell.get_or_init(|| Rc::new(Isolate::new(env))).clone())
+}
+
+impl Isolate {
+    fn new(env: &Env) -> Isolate {
+        let lookup = |name: &str| {
+            env.var(name)
+                .map(|v| v.to_string())
+                .ok()
+                .or_else(|| env.secret(name).map(|v| v.to_string()).ok())
+        };
+        let (config, problems) = Config::from_lookup(lookup);
+        for problem in &problems {
+            log_error("config", problem);
+        }
+        let ruleset = match config.rules_config.as_deref() {
+            None => {
+                log_error(
+                    "config",
+                    "GITLAB_RULES_CONFIG is not set: every request goes to the legacy cell",
+                );
+                None
+            }
+            Some(name) => match compiled::RULESETS.iter().find(|(n, _)| *n == name) {
+                None => {
+                    let known: Vec<&str> = compiled::RULESETS.iter().map(|(n, _)| *n).collect();
+                    log_error(
+                        "config",
+                        &format!(
+                            "GITLAB_RULES_CONFIG={name:?} names no compiled ruleset (known: {}): every request goes to the legacy cell",
+                            known.join(", ")
+                        ),
+                    );
+                    None
+                }
+                // Validated by build.rs; an error here would be a bug, and
+                // it still only sends traffic to the legacy cell.
+                Some((_, json)) => Ruleset::from_json(name, json)
+                    .map_err(|e| log_error("config", &e.to_string()))
+                    .ok(),
+            },
+        };
+        let mut allowed = config.allowed_upstreams.clone();
+        if let Some(host) = &config.proxy_host {
+            allowed.allow_exact(host);
+        }
+        if let Some(rules) = &ruleset {
+            for address in rules.fixed_addresses() {
+                allowed.allow_exact(address);
+            }
+        }
+        let resolver = config.topology_url.as_ref().map(|url| {
+            Rc::new(Resolver::new(
+                io::FetchTransport::new(
+                    url,
+                    config.client_id.clone(),
+                    config.client_secret.clone(),
+                ),
+                io::CacheApi,
+                io::JsPlatform,
+                config.cache.clone(),
+                config.client.clone(),
+            ))
+        });
+        Isolate {
+            config,
+            ruleset,
+            allowed,
+            resolver,
+        }
+    }
+}
+
+#[event(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+    let iso = isolate(&env);
+    Ok(route(&iso, req).await)
+}
+
+fn log_error(scope: &str, message: &str) {
+    let line = serde_json::json!({"level": "error", "scope": scope, "message": message});
+    web_sys::console::error_1(&line.to_string().into());
+}
+
+/// The parts of the incoming request the rules need.
+fn request_parts(
+    req: &Request,
+    interest: &HeaderInterest,
+) -> Option<(RequestParts, String, String)> {
+    let url = web_sys::Url::new(&req.url()).ok()?;
+    let mut parts = RequestParts {
+        method: req.method(),
+        host: url.hostname().to_ascii_lowercase(),
+        path: url.pathname(),
+        query: url.search().trim_start_matches('?').to_string(),
+        headers: Vec::new(),
+    };
+    let headers = req.headers();
+    match interest {
+        HeaderInterest::Names(names) => {
+            for name in names {
+                if let Ok(Some(value)) = headers.get(name) {
+                    parts.headers.push((name.clone(), value));
+                }
+            }
+        }
+        HeaderInterest::All => {
+            for (name, value) in header_pairs(&headers) {
+                parts.headers.push((name, value));
+            }
+        }
+    }
+    let proto = url.protocol().trim_end_matches(':').to_string();
+    Some((parts, url.host(), proto))
+}
+
+fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Ok(Some(iter)) = js_sys::try_iter(headers) else {
+        return out;
+    };
+    for entry in iter.flatten() {
+        let pair: js_sys::Array = entry.unchecked_into();
+        if let (Some(n), Some(v)) = (pair.get(0).as_string(), pair.get(1).as_string()) {
+            out.push((n, v));
+        }
+    }
+    out
+}
+
+/// Routes one request; every failure becomes a response, never a panic.
+async fn route(iso: &Isolate, req: Request) -> Response {
+    let started = js_sys::Date::now();
+    let empty;
+    let (ruleset_name, interest) = match &iso.ruleset {
+        Some(r) => (r.name(), r.header_interest()),
+        None => {
+            empty = HeaderInterest::Names(Vec::new());
+            ("none", &empty)
+        }
+    };
+    let Some((parts, public_host, public_proto)) = request_parts(&req, interest) else {
+        return text_response(400, "bad request URL\n");
+    };
+    let mut log = RequestLog {
+        ruleset: ruleset_name,
+        method: &parts.method,
+        path: &parts.path,
+        action: "proxy",
+        ..Default::default()
+    };
+
+    let decision = iso.ruleset.as_ref().map(|r| r.decide(&parts));
+    let mut rule_type: Option<&str> = None;
+    let target: Result<Option<String>, RouterError> = match decision.as_ref().map(|d| &d.action) {
+        None => Ok(None),
+        Some(Action::Proxy { address }) => Ok(address.map(str::to_string)),
+        Some(Action::Classify(request)) => {
+            rule_type = Some(request.kind.rule_type_header());
+            log.classify_type = Some(request.kind.name());
+            match &iso.resolver {
+                None => {
+                    log.cache = Some(CacheLevel::Fallback);
+                    log.error = Some("GITLAB_TOPOLOGY_SERVICE_URL is not set".into());
+                    Ok(None)
+                }
+                Some(resolver) => {
+                    let res = resolver.resolve(request).await;
+                    log.cache = Some(res.level);
+                    log.attempts = (res.attempts > 0).then_some(res.attempts);
+                    log.service_ms = res.service_ms;
+                    log.coalesced = res.coalesced;
+                    log.error = res.error.as_ref().map(ToString::to_string);
+                    match &res.classification {
+                        None => Ok(None),
+                        Some(c) => c.address_for(request.target).map(|a| a.map(str::to_string)),
+                    }
+                }
+            }
+        }
+    };
+    if let Some(d) = &decision {
+        log.rule = d.rule_id;
+        log.action = d.action.name();
+    }
+
+    let response = match target {
+        Err(e) => {
+            log.error = Some(e.to_string());
+            text_response(502, &format!("gitlab-http-router: {e}\n"))
+        }
+        Ok(address) => match address.or_else(|| iso.config.proxy_host.clone()) {
+            None => {
+                log.error = Some("no legacy cell configured (GITLAB_PROXY_HOST)".into());
+                text_response(502, "gitlab-http-router: no upstream configured\n")
+            }
+            Some(address) if !iso.allowed.allows(&address) => {
+                log.error = Some(RouterError::UpstreamNotAllowed(address.clone()).to_string());
+                log.upstream = Some(address);
+                text_response(502, "gitlab-http-router: upstream not allowed\n")
+            }
+            Some(address) => {
+                let url = forward::upstream_url(
+                    iso.config.upstream_scheme,
+                    &address,
+                    &parts.path,
+                    &parts.query,
+                );
+                log.upstream = Some(address);
+                let action = log.action;
+                match proxy(req, &url, &public_host, &public_proto, action, rule_type).await {
+                    Ok(resp) => resp,
+                    Err(e) => {
+                        log.error = Some(format!("upstream fetch failed: {e}"));
+                        text_response(502, "gitlab-http-router: upstream unreachable\n")
+                    }
+                }
+            }
+        },
+    };
+    log.status = Some(response.status());
+    log.duration_ms = (js_sys::Date::now() - started).max(0.0) as u64;
+    web_sys::console::log_1(&log.to_json().into());
+    response
+}
+
+/// Forwards the incoming request to `url`: same method and body stream,
+/// headers cleaned per the forwarding plan, redirects not followed.
+async fn proxy(
+    req: Request,
+    url: &str,
+    public_host: &str,
+    public_proto: &str,
+    action: &str,
+    rule_type: Option<&str>,
+) -> Result<Response, String> {
+    let js_err = |e: wasm_bindgen::JsValue| format!("{e:?}");
+    let incoming = req.headers();
+    let websocket = forward::is_websocket(incoming.get("upgrade").ok().flatten().as_deref());
+    let tokens = forward::connection_tokens(incoming.get("connection").ok().flatten().as_deref());
+    let headers = Headers::new_with_headers(&incoming).map_err(js_err)?;
+    for (name, _) in header_pairs(&incoming) {
+        if forward::drops_header(&name, &tokens, websocket) {
+            headers.delete(&name).map_err(js_err)?;
+        }
+    }
+    headers.set(X_FORWARDED_HOST, public_host).map_err(js_err)?;
+    headers
+        .set(X_FORWARDED_PROTO, public_proto)
+        .map_err(js_err)?;
+    headers.set(RULE_ACTION_HEADER, action).map_err(js_err)?;
+    if let Some(t) = rule_type {
+        headers.set(RULE_TYPE_HEADER, t).map_err(js_err)?;
+    }
+
+    let init = RequestInit::new();
+    init.set_method(&req.method());
+    init.set_headers(&headers);
+    init.set_redirect(RequestRedirect::Manual);
+    // The body stream is handed on as is: it never enters wasm.
+    if let Some(body) = req.body() {
+        init.set_body(&body);
+    }
+    let upstream = Request::new_with_str_and_init(url, &init).map_err(js_err)?;
+    let promise = io::global_fetch(&upstream);
+    let resp: Response = wasm_bindgen_futures::JsFuture::from(promise)
+        .await
+        .map_err(js_err)?
+        .unchecked_into();
+    Ok(resp)
+}
+
+fn text_response(status: u16, body: &str) -> Response {
+    let init = ResponseInit::new();
+    init.set_status(status);
+    let headers = Headers::new().expect("Headers::new");
+    let _ = headers.set("content-type", "text/plain; charset=utf-8");
+    init.set_headers(&headers);
+    Response::new_with_opt_str_and_init(Some(body), &init).expect("static response")
+}

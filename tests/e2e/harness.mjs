@@ -1,0 +1,213 @@
+// End-to-end harness: the real built worker (build/) in workerd through
+// Miniflare, in front of real demo cells and a real local Topology Service
+// (crates/devstack), all on free loopback ports. Every process it starts is
+// stopped by PID in stop().
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { mkdtempSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import http from "node:http";
+import { Miniflare } from "miniflare";
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const DEVSTACK = process.env.DEVSTACK_BIN ?? join(ROOT, "target", "debug", "devstack");
+export const HEX32 = "0123456789abcdef0123456789abcdef";
+
+/** Starts a process and resolves with it and its first stdout JSON line. */
+function startReady(args, label) {
+  return new Promise((resolve, reject) => {
+    if (!existsSync(DEVSTACK)) {
+      reject(new Error(`${DEVSTACK} is missing: run cargo build -p devstack`));
+      return;
+    }
+    const child = spawn(DEVSTACK, args, { stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (d) => {
+      stderr = (stderr + d).slice(-4000);
+    });
+    const lines = createInterface({ input: child.stdout });
+    const timer = setTimeout(() => reject(new Error(`${label} not ready: ${stderr}`)), 15000);
+    lines.once("line", (line) => {
+      clearTimeout(timer);
+      resolve({ child, ready: JSON.parse(line) });
+    });
+    child.once("exit", (code) => reject(new Error(`${label} exited ${code}: ${stderr}`)));
+  });
+}
+
+/** A Topology Service config for the given cells, in devstack's format. */
+export function topologyToml(cells, { cacheControl = "max-age=60", notFoundCacheControl = "max-age=10" } = {}) {
+  let toml = `[topology]\ncache_control = "${cacheControl}"\nnot_found_cache_control = "${notFoundCacheControl}"\n`;
+  for (const c of cells) {
+    toml += `\n[[cells]]\nid = ${c.id}\naddress = "${c.address}"\nsession_prefix = "cell-${c.id}"\n`;
+    if (c.registryAddress) toml += `registry_address = "${c.registryAddress}"\n`;
+    toml += `routes = ${JSON.stringify(c.routes ?? [])}\n`;
+  }
+  return toml;
+}
+
+/**
+ * Starts demo cells 1..cellCount, a Topology Service that knows them, and
+ * the router with `vars` (GITLAB_* overrides). Cell 1 is the legacy cell.
+ */
+export async function startStack({ ruleset = "session_prefix", vars = {}, cellCount = 3, cellRoutes = {}, topology = {} } = {}) {
+  const children = [];
+  const logs = [];
+  const stack = { children, logs, cells: {} };
+  try {
+    for (let id = 1; id <= cellCount; id++) {
+      const { child, ready } = await startReady(["cell", "--id", String(id), "--listen", "127.0.0.1:0"], `cell ${id}`);
+      children.push(child);
+      stack.cells[id] = { id, addr: ready.addr, url: `http://${ready.addr}` };
+    }
+    const dir = mkdtempSync(join(tmpdir(), "router-e2e-"));
+    const cfg = join(dir, "topology.toml");
+    const cells = Object.values(stack.cells).map((c) => ({
+      id: c.id,
+      address: c.addr,
+      routes: cellRoutes[c.id] ?? [],
+      registryAddress: topology.registryAddresses?.[c.id],
+    }));
+    writeFileSync(cfg, topologyToml(cells, topology));
+    const ts = await startReady(["topology", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"], "topology");
+    children.push(ts.child);
+    stack.topology = { addr: ts.ready.addr, admin: `http://${ts.ready.admin}` };
+
+    const allowed = Object.values(stack.cells).map((c) => c.addr);
+    Object.values(topology.registryAddresses ?? {}).forEach((a) => allowed.push(a));
+    stack.vars = {
+      GITLAB_RULES_CONFIG: ruleset,
+      GITLAB_TOPOLOGY_SERVICE_URL: `http://${stack.topology.addr}`,
+      GITLAB_PROXY_HOST: stack.cells[1].addr,
+      GITLAB_UPSTREAM_SCHEME: "http",
+      GITLAB_ALLOWED_UPSTREAMS: allowed.join(","),
+      GITLAB_TOPOLOGY_TIMEOUT_MS: "300",
+      ...vars,
+    };
+    for (const [k, v] of Object.entries(stack.vars)) if (v === undefined) delete stack.vars[k];
+    stack.mf = await startRouter(stack.vars, logs);
+    stack.url = (await stack.mf.unsafeGetDirectURL("")).toString().replace(/\/$/, "");
+  } catch (e) {
+    await stopStack(stack);
+    throw e;
+  }
+  stack.stop = () => stopStack(stack);
+  return stack;
+}
+
+export async function startRouter(vars, logs = []) {
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: join(ROOT, "build", "index.js"),
+    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    compatibilityDate: "2026-04-26",
+    bindings: vars,
+    host: "127.0.0.1",
+    port: 0,
+    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
+    cf: false,
+    handleRuntimeStdio(stdout, stderr) {
+      for (const stream of [stdout, stderr]) {
+        createInterface({ input: stream }).on("line", (line) => logs.push(line));
+      }
+    },
+  });
+  await mf.ready;
+  return mf;
+}
+
+async function stopStack(stack) {
+  if (stack.mf) await stack.mf.dispose().catch(() => {});
+  for (const child of stack.children) {
+    if (child.exitCode === null) {
+      child.kill("SIGTERM");
+      await new Promise((r) => {
+        const t = setTimeout(() => {
+          child.kill("SIGKILL");
+          r();
+        }, 3000);
+        child.once("exit", () => {
+          clearTimeout(t);
+          r();
+        });
+      });
+    }
+  }
+}
+
+/** The router's structured request log lines so far, parsed. */
+export function requestLogs(stack) {
+  return stack.logs
+    .map((l) => l.slice(l.indexOf("{")))
+    .filter((l) => l.startsWith('{"ruleset"'))
+    .map((l) => JSON.parse(l));
+}
+
+/**
+ * One HTTP/1.1 request with full control of headers (node:http sends them
+ * as given, unlike fetch). `body` may be a Buffer/string or an async
+ * iterable of Buffers (streamed with chunked encoding). Resolves with
+ * status, headers and the body as text (or `sink(chunk)` is called per
+ * chunk when given).
+ */
+export function request(url, { method = "GET", headers = {}, body, sink } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers: { "accept-encoding": "identity", ...headers } }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => (sink ? sink(c) : chunks.push(c)));
+      res.on("end", () => {
+        const text = Buffer.concat(chunks).toString("utf8");
+        resolve({ status: res.statusCode, headers: res.headers, text, json: () => JSON.parse(text) });
+      });
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    if (body === undefined) {
+      req.end();
+    } else if (typeof body === "string" || Buffer.isBuffer(body)) {
+      req.end(body);
+    } else {
+      (async () => {
+        for await (const chunk of body) {
+          if (!req.write(chunk)) await new Promise((r) => req.once("drain", r));
+        }
+        req.end();
+      })().catch(reject);
+    }
+  });
+}
+
+export async function getJson(url, init = {}) {
+  const res = await fetch(url, init);
+  return res.json();
+}
+
+export async function postJson(url, body) {
+  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
+  return res.json().catch(() => ({}));
+}
+
+export const sessionCookie = (cell, name = "_gitlab_session") => `${name}=cell-${cell}-${HEX32}`;
+
+/** Waits (up to `ms`) for a request log line matching `predicate`. */
+export async function waitForLog(stack, predicate, ms = 3000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const line = requestLogs(stack).findLast(predicate);
+    if (line || Date.now() > deadline) return line;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Waits (up to `ms`) for any raw output line matching `predicate`. */
+export async function waitForOutput(stack, predicate, ms = 3000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const line = stack.logs.find(predicate);
+    if (line || Date.now() > deadline) return line;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
