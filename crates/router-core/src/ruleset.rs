@@ -106,6 +106,10 @@ struct TransformSpec {
     kind: String,
     input: String,
     output: String,
+    /// A regex over a text output whose named captures become the output's
+    /// fields, e.g. the password of a decoded `user:password`.
+    #[serde(default)]
+    extract: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -225,6 +229,28 @@ enum MethodMatch {
 struct Transform {
     kind: TransformKind,
     input: Template,
+    extract: Option<Regex>,
+}
+
+/// What a transform's output offers to templates, known at compile time.
+#[derive(Debug)]
+enum OutputShape {
+    Plain(TransformKind),
+    /// Named captures of an `extract` regex.
+    Extracted(Vec<String>),
+}
+
+impl OutputShape {
+    fn check_key(&self, key: Option<&str>) -> Result<(), String> {
+        match (self, key) {
+            (OutputShape::Plain(kind), key) => kind.check_key(key),
+            (OutputShape::Extracted(names), Some(k)) if names.iter().any(|n| n == k) => Ok(()),
+            (OutputShape::Extracted(names), _) => Err(format!(
+                "name a capture group of the extract regex ({})",
+                names.join(", ")
+            )),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -263,6 +289,27 @@ pub enum Action<'r> {
     Proxy { address: Option<&'r str> },
     /// Ask the Topology Service.
     Classify(ClassifyRequest),
+}
+
+impl Decision<'_> {
+    /// The decision as `rulesctl explain` prints it and route tables
+    /// state it: `{"rule", "action", "classify": <classify body> | null,
+    /// "proxy": {"address": <host> | null} | null}`.
+    pub fn explain(&self) -> Value {
+        let (classify, proxy) = match &self.action {
+            Action::Classify(c) => (
+                serde_json::from_str(&c.body()).unwrap_or(Value::Null),
+                Value::Null,
+            ),
+            Action::Proxy { address } => (Value::Null, serde_json::json!({ "address": address })),
+        };
+        serde_json::json!({
+            "rule": self.rule_id,
+            "action": self.action.name(),
+            "classify": classify,
+            "proxy": proxy,
+        })
+    }
 }
 
 impl Action<'_> {
@@ -452,7 +499,7 @@ fn compile_rule(c: &RuleCompiler, spec: RuleSpec, index: usize) -> Result<Rule, 
     // Names a template may use: captures of the matchers, then transform
     // outputs as they are declared.
     let captures: Vec<String> = matchers.iter().flat_map(Matcher::capture_names).collect();
-    let mut outputs: Vec<(String, TransformKind)> = Vec::new();
+    let mut outputs: Vec<(String, OutputShape)> = Vec::new();
     let mut transforms = Vec::new();
     for (i, t) in spec
         .transform
@@ -483,8 +530,27 @@ fn compile_rule(c: &RuleCompiler, spec: RuleSpec, index: usize) -> Result<Rule, 
             return Err(c.err(format!("{field}.output: {:?} is already defined", t.output)));
         }
         let input = compile_template(c, &format!("{field}.input"), &t.input, &captures, &outputs)?;
-        transforms.push(Transform { kind, input });
-        outputs.push((t.output, kind));
+        let extract = match &t.extract {
+            None => None,
+            Some(_) if kind != TransformKind::Base64 => {
+                return Err(c.err(format!(
+                    "{field}.extract: only a base64 transform has text to extract from"
+                )))
+            }
+            Some(re) => Some(c.regex(&format!("{field}.extract"), re)?),
+        };
+        let shape = match &extract {
+            Some(re) => {
+                OutputShape::Extracted(re.capture_names().flatten().map(str::to_string).collect())
+            }
+            None => OutputShape::Plain(kind),
+        };
+        transforms.push(Transform {
+            kind,
+            input,
+            extract,
+        });
+        outputs.push((t.output, shape));
     }
     let exist = spec
         .validate
@@ -654,7 +720,7 @@ fn compile_template(
     field: &str,
     source: &str,
     captures: &[String],
-    outputs: &[(String, TransformKind)],
+    outputs: &[(String, OutputShape)],
 ) -> Result<Template, RulesetError> {
     let parts = template::parse(source).map_err(|e| c.err(format!("{field}: {e}")))?;
     let mut segments = Vec::with_capacity(parts.len());
@@ -859,7 +925,22 @@ impl Rule {
             let output = transform
                 .input
                 .render(eval)
-                .and_then(|input| transform.kind.apply(&input));
+                .and_then(|input| transform.kind.apply(&input))
+                .and_then(|output| match (&transform.extract, output) {
+                    (None, output) => Some(output),
+                    (Some(re), Output::Text(text)) => {
+                        let caps = re.captures(&text)?;
+                        let fields = re
+                            .capture_names()
+                            .enumerate()
+                            .filter_map(|(i, name)| {
+                                Some((name?.to_string(), caps.get(i)?.as_str().to_string()))
+                            })
+                            .collect();
+                        Some(Output::Fields(fields))
+                    }
+                    (Some(_), _) => None,
+                });
             eval.outputs.push(output);
         }
         if !self.exist.iter().all(|t| t.exists(eval)) {

@@ -433,3 +433,37 @@ proptest::proptest! {
         let _ = rules.decide(&r);
     }
 }
+
+#[test]
+fn basic_auth_password_is_extracted_then_decoded_as_a_token() {
+    let rules = compile(
+        r#"[{"id": "basic", "match": {"type": "header", "name": "authorization", "regexValue": "^Basic (?<b64>[A-Za-z0-9+/=]+)$"},
+        "transform": [{"type": "base64", "input": "${b64}", "output": "basic", "extract": "^[^:]*:(?<password>.+)$"},
+                      {"type": "routable-token-payload", "input": "${basic.password}", "output": "decoded"}],
+        "action": "classify", "classify": {"type": "CELL_ID", "value": "${decoded.c}"}}]"#,
+    );
+    let token = encode_routable_token("glpat-", [3; 16], &[('c', 2), ('o', 1)]);
+    let b64 = |s: &str| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    let d = rules.decide(&get(
+        "https://gitlab.com/group/project.git/info/refs",
+        &[(
+            "authorization",
+            &format!("Basic {}", b64(&format!("oauth2:{token}"))),
+        )],
+    ));
+    assert_eq!(classify_value(&d).as_deref(), Some("2"));
+    let d = rules.decide(&get(
+        "https://gitlab.com/",
+        &[("authorization", &format!("Basic {}", b64("no-colon")))],
+    ));
+    assert_eq!(d.rule_id, None);
+    assert!(compile_err(
+        r#"[{"id": "x", "match": {"type": "header", "name": "a", "regexValue": "(?<v>.+)"},
+        "transform": {"type": "base64", "input": "${v}", "output": "o", "extract": "^(?<p>.*)$"},
+        "action": "classify", "classify": {"type": "ROUTE", "value": "${o.q}"}}]"#
+    )
+    .contains("capture group of the extract regex"));
+}

@@ -1,0 +1,352 @@
+// A local stand-in for the part of the Cloudflare API that wrangler 4.86.0
+// calls when deploy-worker.sh deploys, uploads versions, splits traffic and
+// rolls back (see TOOLCHAIN.md). It listens on 127.0.0.1 on a free port,
+// keeps state so wrangler's reads see its writes, records every request, and
+// answers anything it does not implement with a loud log line and a 404 in
+// the Cloudflare envelope, so a call wrangler starts making is found at once.
+//
+//   const api = await startStandin();
+//   api.baseUrl            -> http://127.0.0.1:PORT/client/v4 (CLOUDFLARE_API_BASE_URL)
+//   api.seed(name, {tag})  -> an existing Worker with one version at 100 %
+//   api.failDeploymentPost(3) -> the 3rd POST .../deployments answers 500
+//   api.requests           -> [{method, path, query, json?, text?, parts?, status}]
+//   api.unknown            -> the requests nothing here implements
+//   await api.close()
+import http from "node:http";
+import { createHash, randomUUID } from "node:crypto";
+
+const envelope = (result, extra = {}) => ({ success: true, errors: [], messages: [], result, ...extra });
+const failure = (code, message) => ({ success: false, errors: [{ code, message }], messages: [], result: null });
+
+const zoneId = (name) => createHash("md5").update(name).digest("hex");
+
+export async function startStandin({ quiet = true } = {}) {
+  const scripts = new Map(); // name -> script record
+  const requests = [];
+  const unknown = [];
+  let deploymentPosts = 0;
+  const failingPosts = new Set();
+  let clock = Date.parse("2026-05-01T10:00:00Z");
+  const now = () => new Date((clock += 1000)).toISOString();
+
+  function newVersion(script, { tag = null, message = null, triggeredBy = "upload", parts = [] } = {}) {
+    const created = now();
+    const version = {
+      id: randomUUID(),
+      number: script.versions.length + 1,
+      metadata: {
+        author_id: "standin",
+        author_email: "deployer@example.com",
+        source: "wrangler",
+        created_on: created,
+        modified_on: created,
+        hasPreview: false,
+      },
+      annotations: {
+        "workers/triggered_by": triggeredBy,
+        ...(tag ? { "workers/tag": tag } : {}),
+        ...(message ? { "workers/message": message } : {}),
+      },
+      resources: {
+        script: { etag: randomUUID().replace(/-/g, ""), handlers: ["fetch"], last_deployed_from: "wrangler" },
+        script_runtime: { compatibility_date: "2026-04-26", compatibility_flags: [], usage_model: "standard", limits: {} },
+        bindings: [],
+      },
+      parts,
+    };
+    script.versions.unshift(version);
+    return version;
+  }
+
+  function newDeployment(script, versions, message, triggeredBy = "deployment") {
+    const deployment = {
+      id: randomUUID(),
+      source: "wrangler",
+      strategy: "percentage",
+      author_email: "deployer@example.com",
+      created_on: now(),
+      annotations: { "workers/triggered_by": triggeredBy, ...(message ? { "workers/message": message } : {}) },
+      versions,
+    };
+    script.deployments.unshift(deployment);
+    return deployment;
+  }
+
+  function newScript(name) {
+    const created = now();
+    const script = {
+      name,
+      id: name,
+      tag: randomUUID().replace(/-/g, ""),
+      created_on: created,
+      modified_on: created,
+      versions: [],
+      deployments: [],
+      subdomain: { enabled: false, previews_enabled: false },
+      routes: [],
+      settings: { logpush: false, tail_consumers: null, observability: null, tags: [], placement: {}, compatibility_date: "2026-04-26", compatibility_flags: [], usage_model: "standard", bindings: [] },
+    };
+    scripts.set(name, script);
+    return script;
+  }
+
+  function seed(name, { tag = "0ldc0de", message = "seeded by the test" } = {}) {
+    const script = newScript(name);
+    const version = newVersion(script, { tag, message });
+    newDeployment(script, [{ version_id: version.id, percentage: 100 }], message, "upload");
+    return version.id;
+  }
+
+  function serviceOf(script) {
+    return {
+      id: script.name,
+      default_environment: {
+        environment: "production",
+        created_on: script.created_on,
+        modified_on: script.modified_on,
+        script: {
+          id: script.name,
+          tag: script.tag,
+          etag: script.versions[0]?.resources.script.etag,
+          handlers: ["fetch"],
+          modified_on: script.modified_on,
+          created_on: script.created_on,
+          usage_model: "standard",
+          compatibility_date: "2026-04-26",
+          last_deployed_from: "wrangler",
+        },
+      },
+      created_on: script.created_on,
+      modified_on: script.modified_on,
+    };
+  }
+
+  async function readBody(req) {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    return Buffer.concat(chunks);
+  }
+
+  // Multipart bodies are parsed with the platform's Request.formData(); for
+  // each part we keep its name, file name, type and size (the metadata part
+  // is also kept as JSON, since it carries the tag, message and main module).
+  async function parseMultipart(headers, body) {
+    const request = new Request("http://standin/", { method: "POST", headers: { "content-type": headers["content-type"] }, body });
+    const form = await request.formData();
+    const parts = [];
+    let metadata = null;
+    for (const [name, value] of form.entries()) {
+      if (typeof value === "string") {
+        parts.push({ name, size: Buffer.byteLength(value), type: "text/plain", filename: null });
+        if (name === "metadata") metadata = JSON.parse(value);
+      } else {
+        const buffer = Buffer.from(await value.arrayBuffer());
+        parts.push({ name, size: buffer.length, type: value.type, filename: value.name ?? null });
+        if (name === "metadata") metadata = JSON.parse(buffer.toString("utf8"));
+      }
+    }
+    return { parts, metadata };
+  }
+
+  function send(res, status, payload) {
+    const body = JSON.stringify(payload);
+    res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+    res.end(body);
+  }
+
+  async function handle(req, res) {
+    const url = new URL(req.url, "http://127.0.0.1");
+    const raw = await readBody(req);
+    const record = { method: req.method, path: url.pathname, query: Object.fromEntries(url.searchParams) };
+    const type = req.headers["content-type"] ?? "";
+    if (raw.length > 0) {
+      if (type.startsWith("multipart/form-data")) {
+        const { parts, metadata } = await parseMultipart(req.headers, raw);
+        record.parts = parts;
+        record.metadata = metadata;
+      } else if (type.includes("json")) {
+        try {
+          record.json = JSON.parse(raw.toString("utf8"));
+        } catch {
+          record.text = raw.toString("utf8");
+        }
+      } else {
+        record.text = raw.toString("utf8");
+      }
+    }
+    requests.push(record);
+    const reply = (status, payload) => {
+      record.status = status;
+      send(res, status, payload);
+    };
+
+    // Zones: wrangler deploy looks up the zone of every route (zone_name).
+    // Every zone name exists here, with an id derived from the name.
+    if (url.pathname === "/client/v4/zones" && req.method === "GET") {
+      const name = url.searchParams.get("name");
+      const zones = name ? [{ id: zoneId(name), name, status: "active" }] : [];
+      return reply(200, envelope(zones, { result_info: { page: 1, per_page: 50, count: zones.length, total_count: zones.length } }));
+    }
+    let zm;
+    if ((zm = url.pathname.match(/^\/client\/v4\/zones\/([0-9a-f]{32})\/workers\/routes$/)) && req.method === "GET") {
+      const routes = [...scripts.values()].flatMap((s) => s.routes.filter((r) => zoneId(r.zone_name ?? "") === zm[1]));
+      return reply(200, envelope(routes));
+    }
+
+    const prefix = url.pathname.match(/^\/client\/v4\/accounts\/([0-9a-f]{32})\/workers\/(.*)$/);
+    if (prefix) {
+      const rest = prefix[2];
+      let m;
+      // GET services/:name: 10090 tells wrangler the Worker does not exist yet.
+      if ((m = rest.match(/^services\/([^/]+)$/)) && req.method === "GET") {
+        const script = scripts.get(m[1]);
+        return script ? reply(200, envelope(serviceOf(script))) : reply(404, failure(10090, "workers.api.error.service_not_found"));
+      }
+      if ((m = rest.match(/^subdomain$/)) && req.method === "GET") {
+        return reply(200, envelope({ subdomain: "gitlab-standin" }));
+      }
+      if ((m = rest.match(/^scripts\/([^/]+)(\/.*)?$/))) {
+        const name = m[1];
+        const sub = m[2] ?? "";
+        let script = scripts.get(name);
+        // PUT scripts/:name: wrangler deploy (creates the Worker, a version and a 100 % deployment).
+        if (sub === "" && req.method === "PUT") {
+          if (!record.parts) return reply(400, failure(10000, "expected a multipart body"));
+          script ??= newScript(name);
+          script.modified_on = now();
+          const annotations = record.metadata?.annotations ?? {};
+          const version = newVersion(script, {
+            tag: annotations["workers/tag"],
+            message: annotations["workers/message"],
+            triggeredBy: "upload",
+            parts: record.parts,
+          });
+          const deployment = newDeployment(script, [{ version_id: version.id, percentage: 100 }], annotations["workers/message"], "upload");
+          return reply(200, envelope({
+            id: name,
+            etag: version.resources.script.etag,
+            handlers: ["fetch"],
+            created_on: script.created_on,
+            modified_on: script.modified_on,
+            usage_model: "standard",
+            compatibility_date: "2026-04-26",
+            startup_time_ms: 3,
+            has_modules: true,
+            has_assets: false,
+            deployment_id: version.id,
+            pipeline_hash: null,
+            placement_mode: null,
+            tail_consumers: null,
+            logpush: false,
+            tag: script.tag,
+            etag_version: version.id,
+          }));
+        }
+        if (!script) return reply(404, failure(10007, "workers.api.error.script_not_found"));
+        if (sub === "/deployments" && req.method === "GET") {
+          return reply(200, envelope({ deployments: script.deployments.map(({ ...d }) => d) }));
+        }
+        if (sub === "/deployments" && req.method === "POST") {
+          deploymentPosts += 1;
+          if (failingPosts.has(deploymentPosts)) {
+            return reply(500, failure(10013, `stand-in: deployment POST #${deploymentPosts} fails on purpose`));
+          }
+          const versions = record.json?.versions ?? [];
+          const sum = versions.reduce((total, v) => total + v.percentage, 0);
+          const missing = versions.find((v) => !script.versions.some((known) => known.id === v.version_id));
+          if (versions.length === 0 || versions.length > 2 || sum !== 100 || missing) {
+            return reply(400, failure(10215, `invalid deployment: ${JSON.stringify(versions)}`));
+          }
+          const deployment = newDeployment(script, versions, record.json?.annotations?.["workers/message"]);
+          return reply(200, envelope(deployment));
+        }
+        if (sub === "/versions" && req.method === "POST") {
+          if (!record.parts) return reply(400, failure(10000, "expected a multipart body"));
+          const annotations = record.metadata?.annotations ?? {};
+          const version = newVersion(script, {
+            tag: annotations["workers/tag"],
+            message: annotations["workers/message"],
+            parts: record.parts,
+          });
+          script.modified_on = now();
+          return reply(200, envelope({
+            id: version.id,
+            number: version.number,
+            metadata: { ...version.metadata, has_preview: false },
+            annotations: version.annotations,
+            resources: version.resources,
+            startup_time_ms: 3,
+          }));
+        }
+        if (sub === "/versions" && req.method === "GET") {
+          const items = script.versions.map(({ parts, ...v }) => v);
+          return reply(200, envelope({ items }, { result_info: { page: 1, per_page: items.length, count: items.length, total_count: items.length } }));
+        }
+        if ((m = sub.match(/^\/versions\/([^/]+)$/)) && req.method === "GET") {
+          const version = script.versions.find((v) => v.id === m[1]);
+          if (!version) return reply(404, failure(10221, "workers.api.error.version_not_found"));
+          const { parts, ...rest } = version;
+          return reply(200, envelope(rest));
+        }
+        if (sub === "/settings" && req.method === "GET") return reply(200, envelope(script.settings));
+        if ((sub === "/settings" || sub === "/script-settings") && req.method === "PATCH") {
+          Object.assign(script.settings, record.json ?? {});
+          return reply(200, envelope(script.settings));
+        }
+        if (sub === "/script-settings" && req.method === "GET") return reply(200, envelope(script.settings));
+        if (sub === "/subdomain" && req.method === "GET") return reply(200, envelope(script.subdomain));
+        if (sub === "/subdomain" && req.method === "POST") {
+          Object.assign(script.subdomain, record.json ?? {});
+          return reply(200, envelope(script.subdomain));
+        }
+        if (sub === "/routes" && req.method === "GET") return reply(200, envelope(script.routes));
+        if (sub === "/routes" && req.method === "PUT") {
+          script.routes = (record.json ?? []).map((r) => ({ id: randomUUID(), script: name, ...r }));
+          return reply(200, envelope(script.routes));
+        }
+      }
+    }
+    unknown.push(record);
+    if (!quiet || process.env.STANDIN_DEBUG) {
+      console.error(`cf-api-standin: UNKNOWN CALL ${req.method} ${url.pathname}${url.search} -> 404`);
+    } else {
+      process.stderr.write(`cf-api-standin: UNKNOWN CALL ${req.method} ${url.pathname}${url.search} -> 404\n`);
+    }
+    record.status = 404;
+    return send(res, 404, failure(7003, `cf-api-standin does not implement ${req.method} ${url.pathname}`));
+  }
+
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((err) => {
+      process.stderr.write(`cf-api-standin: handler error: ${err.stack}\n`);
+      if (!res.headersSent) send(res, 500, failure(10000, String(err)));
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address();
+
+  return {
+    port,
+    baseUrl: `http://127.0.0.1:${port}/client/v4`,
+    requests,
+    unknown,
+    scripts,
+    seed,
+    failDeploymentPost(n) {
+      failingPosts.add(n);
+    },
+    /** the POST .../deployments bodies that succeeded, oldest first */
+    deploymentsPosted(name) {
+      return requests
+        .filter((r) => r.method === "POST" && r.status === 200 && r.path.endsWith(`/workers/scripts/${name}/deployments`))
+        .map((r) => r.json.versions);
+    },
+    latestDeployment(name) {
+      return scripts.get(name)?.deployments[0] ?? null;
+    },
+    close() {
+      server.closeAllConnections?.();
+      return new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
