@@ -52,7 +52,7 @@ export function topologyToml(cells, { cacheControl = "max-age=60", notFoundCache
  * Starts demo cells 1..cellCount, a Topology Service that knows them, and
  * the router with `vars` (GITLAB_* overrides). Cell 1 is the legacy cell.
  */
-export async function startStack({ ruleset = "session_prefix", vars = {}, cellCount = 3, cellRoutes = {}, topology = {} } = {}) {
+export async function startStack({ ruleset = "session_prefix", vars = {}, cellCount = 3, cellRoutes = {}, topology = {}, routers = 1, probe = false } = {}) {
   const children = [];
   const logs = [];
   const stack = { children, logs, cells: {} };
@@ -87,8 +87,12 @@ export async function startStack({ ruleset = "session_prefix", vars = {}, cellCo
       ...vars,
     };
     for (const [k, v] of Object.entries(stack.vars)) if (v === undefined) delete stack.vars[k];
-    stack.mf = await startRouter(stack.vars, logs);
-    stack.url = (await stack.mf.unsafeGetDirectURL("")).toString().replace(/\/$/, "");
+    stack.mf = await startRouter(stack.vars, logs, { routers, probe });
+    const url = async (name) => (await stack.mf.unsafeGetDirectURL(name)).toString().replace(/\/$/, "");
+    stack.urls = [];
+    for (let i = 0; i < routers; i++) stack.urls.push(await url(routerName(i)));
+    stack.url = stack.urls[0];
+    if (probe) stack.probeUrl = await url("cache-probe");
   } catch (e) {
     await stopStack(stack);
     throw e;
@@ -97,16 +101,42 @@ export async function startStack({ ruleset = "session_prefix", vars = {}, cellCo
   return stack;
 }
 
-export async function startRouter(vars, logs = []) {
+const routerName = (i) => (i === 0 ? "router" : `router-${i}`);
+
+// Reads the Cache API (shared by every worker of one Miniflare instance,
+// like every isolate of a colo) so tests can see what the router stored.
+const CACHE_PROBE = `export default { async fetch(req) {
+  const key = new URL(req.url).searchParams.get("key");
+  const hit = await caches.default.match(key);
+  if (!hit) return Response.json({ found: false });
+  return Response.json({ found: true, body: await hit.json(), cacheTag: hit.headers.get("cache-tag"), cacheControl: hit.headers.get("cache-control") });
+} }`;
+
+/**
+ * Starts the built router in workerd. `routers` > 1 runs more copies of
+ * the same worker (separate isolates, one shared Cache API); `probe` adds
+ * a worker that reads the Cache API.
+ */
+export async function startRouter(vars, logs = [], { routers = 1, probe = false } = {}) {
+  const workers = [];
+  for (let i = 0; i < routers; i++) {
+    workers.push({
+      name: routerName(i),
+      modules: true,
+      scriptPath: join(ROOT, "build", "index.js"),
+      modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+      compatibilityDate: "2026-04-26",
+      bindings: vars,
+      unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
+    });
+  }
+  if (probe) {
+    workers.push({ name: "cache-probe", modules: true, script: CACHE_PROBE, compatibilityDate: "2026-04-26", unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] });
+  }
   const mf = new Miniflare({
-    modules: true,
-    scriptPath: join(ROOT, "build", "index.js"),
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
-    compatibilityDate: "2026-04-26",
-    bindings: vars,
+    workers,
     host: "127.0.0.1",
     port: 0,
-    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
     cf: false,
     handleRuntimeStdio(stdout, stderr) {
       for (const stream of [stdout, stderr]) {

@@ -7,14 +7,18 @@
 //! I/O is behind three traits that the edge implements with `worker` types
 //! and tests implement with fakes. Futures carry no `Send` bound: wasm is
 //! single-threaded.
+//!
+//! Concurrent misses for one key share one service call, but a waiting
+//! request never awaits the leading request's future: workerd binds every
+//! continuation to the request whose I/O woke it and cancels a request that
+//! only waits on another's. Waiters instead poll a shared slot on their own
+//! timers (every [`COALESCE_POLL_MS`]), which costs them a few milliseconds
+//! only when they actually coalesce.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 
-use futures_util::future::{self, Either, FutureExt, Shared};
 use serde::{Deserialize, Serialize};
 
 use crate::classify::ClassifyRequest;
@@ -143,7 +147,13 @@ pub struct Resolution {
     pub error: Option<RouterError>,
 }
 
-type Pending = Shared<Pin<Box<dyn Future<Output = Resolution>>>>;
+/// How often a request waiting on another's service call looks for the
+/// answer.
+pub const COALESCE_POLL_MS: u32 = 5;
+
+/// Where the request that calls the service leaves its result for the
+/// requests waiting on the same key.
+type Slot = Rc<RefCell<Option<Resolution>>>;
 
 /// Resolves classify requests; one per isolate.
 pub struct Resolver<T, C, P> {
@@ -153,7 +163,7 @@ pub struct Resolver<T, C, P> {
     cache: CachePolicy,
     client: ClientPolicy,
     memory: RefCell<MemoryCache>,
-    inflight: RefCell<HashMap<String, Pending>>,
+    inflight: RefCell<HashMap<String, Slot>>,
 }
 
 impl<T, C, P> Resolver<T, C, P>
@@ -192,7 +202,7 @@ where
 
     /// Resolves `request`; never fails: the worst outcome is
     /// `classification: None` (legacy cell) with the error that led there.
-    pub async fn resolve(self: &Rc<Self>, request: &ClassifyRequest) -> Resolution {
+    pub async fn resolve(&self, request: &ClassifyRequest) -> Resolution {
         let key = request.cache_key();
         let now = self.platform.now_ms();
         if let Some((entry, true)) = self.memory.borrow_mut().get(&key, now) {
@@ -208,41 +218,50 @@ where
 
         // One call per key at a time: later requests wait on the first.
         let existing = self.inflight.borrow().get(&key).cloned();
-        if let Some(pending) = existing {
-            // Bounded wait: if the leading request's context went away on
-            // the platform, its call may never finish for us.
-            let deadline = self.platform.sleep(self.client.worst_case_ms() + 100);
-            return match future::select(pending, Box::pin(deadline)).await {
-                Either::Left((mut res, _)) => {
-                    res.coalesced = true;
-                    res
-                }
-                Either::Right(_) => Rc::clone(self).fetch(request.clone(), key).await,
-            };
+        if let Some(slot) = existing {
+            if let Some(mut res) = self.wait_for(&slot).await {
+                res.coalesced = true;
+                return res;
+            }
+            // The leading request never finished (its context may have been
+            // cancelled): ask on our own.
+            return self.fetch(request, &key).await;
         }
-        let this = Rc::clone(self);
-        let fut: Pin<Box<dyn Future<Output = Resolution>>> = Box::pin({
-            let request = request.clone();
-            let key = key.clone();
-            async move { this.fetch(request, key).await }
-        });
-        let shared = fut.shared();
+        let slot: Slot = Rc::new(RefCell::new(None));
         self.inflight
             .borrow_mut()
-            .insert(key.clone(), shared.clone());
-        let res = shared.await;
+            .insert(key.clone(), Rc::clone(&slot));
+        let res = self.fetch(request, &key).await;
+        *slot.borrow_mut() = Some(res.clone());
         self.inflight.borrow_mut().remove(&key);
         res
     }
 
+    /// Polls `slot` on this request's own timers until the leading request
+    /// fills it, or its worst case has passed.
+    async fn wait_for(&self, slot: &Slot) -> Option<Resolution> {
+        let mut waited = 0;
+        let limit = self.client.worst_case_ms() + 100;
+        while waited <= limit {
+            self.platform.sleep(COALESCE_POLL_MS).await;
+            waited += COALESCE_POLL_MS;
+            if let Some(res) = slot.borrow().as_ref() {
+                return Some(res.clone());
+            }
+        }
+        None
+    }
+
     /// Shared cache, then the service, then a stale memory entry.
-    async fn fetch(self: Rc<Self>, request: ClassifyRequest, key: String) -> Resolution {
-        if let Some(answer) = self.shared.get(&key).await {
+    async fn fetch(&self, request: &ClassifyRequest, key: &str) -> Resolution {
+        if let Some(answer) = self.shared.get(key).await {
             let now = self.platform.now_ms();
             if answer.expires_at_ms > now {
-                self.memory
-                    .borrow_mut()
-                    .insert(key, &answer, self.cache.stale_if_error);
+                self.memory.borrow_mut().insert(
+                    key.to_string(),
+                    &answer,
+                    self.cache.stale_if_error,
+                );
                 return Resolution {
                     classification: Some(answer.classification),
                     level: CacheLevel::CacheApi,
@@ -255,7 +274,7 @@ where
         }
 
         let started = self.platform.now_ms();
-        let (result, attempts) = self.call_service(&request).await;
+        let (result, attempts) = self.call_service(request).await;
         let service_ms = Some(self.platform.now_ms().saturating_sub(started));
         match result {
             Ok((classification, raw)) => {
@@ -264,16 +283,16 @@ where
                     .ttl(raw.cache_control.as_deref(), &classification)
                 {
                     let answer = CachedAnswer {
-                        tags: cache_tags(raw.cache_tag.as_deref(), &request, &classification),
+                        tags: cache_tags(raw.cache_tag.as_deref(), request, &classification),
                         classification: classification.clone(),
                         expires_at_ms: self.platform.now_ms() + u64::from(ttl) * 1000,
                     };
                     self.memory.borrow_mut().insert(
-                        key.clone(),
+                        key.to_string(),
                         &answer,
                         self.cache.stale_if_error,
                     );
-                    self.shared.put(&key, &answer, ttl).await;
+                    self.shared.put(key, &answer, ttl).await;
                 }
                 Resolution {
                     classification: Some(classification),
@@ -289,7 +308,7 @@ where
                 let stale = self
                     .memory
                     .borrow_mut()
-                    .get(&key, now)
+                    .get(key, now)
                     .map(|(e, _)| e.classification.clone());
                 Resolution {
                     level: if stale.is_some() {

@@ -28,7 +28,7 @@ struct RulesetObjectSpec {
     rules: Vec<Value>,
     #[serde(rename = "$schema", default)]
     _schema: Option<String>,
-    #[serde(default)]
+    #[serde(rename = "description", default)]
     _description: Option<String>,
 }
 
@@ -899,7 +899,7 @@ impl Matcher {
 
 impl Rule {
     /// Whether this rule takes every request (nothing after it can match).
-    fn is_catch_all(&self) -> bool {
+    pub fn is_catch_all(&self) -> bool {
         self.matchers.is_empty()
             && self.exist.is_empty()
             && self.rollout.is_none()

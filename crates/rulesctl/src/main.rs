@@ -58,7 +58,9 @@ fn main() {
     std::process::exit(match run(argv) {
         Ok(code) => code,
         Err(Failure::Usage(message)) => {
-            out::err_line(&format!("rulesctl: {message}\nrun `rulesctl --help` for usage"));
+            out::err_line(&format!(
+                "rulesctl: {message}\nrun `rulesctl --help` for usage"
+            ));
             2
         }
         Err(Failure::Data(message)) => {
@@ -74,7 +76,10 @@ fn run(mut argv: Vec<String>) -> cli::Outcome<i32> {
         return Ok(2);
     }
     let command = argv.remove(0);
-    let wants_help = argv.iter().take_while(|a| *a != "--").any(|a| a == "--help" || a == "-h");
+    let wants_help = argv
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--help" || a == "-h");
     match command.as_str() {
         "--help" | "-h" => {
             out::line(USAGE);
@@ -86,7 +91,8 @@ fn run(mut argv: Vec<String>) -> cli::Outcome<i32> {
                 Ok(0)
             }
             Some(c) => {
-                let text = help_for(c).ok_or_else(|| Failure::usage(format!("help: unknown command {c:?}")))?;
+                let text = help_for(c)
+                    .ok_or_else(|| Failure::usage(format!("help: unknown command {c:?}")))?;
                 out::line(text);
                 Ok(0)
             }

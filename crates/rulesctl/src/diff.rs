@@ -1,0 +1,212 @@
+//! `rulesctl diff`: what changes for a set of requests when one ruleset
+//! replaces another.
+
+use crate::cli::{no_value, set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::decision::{json_str, View};
+use crate::out;
+use crate::request::{parse_request_line, RequestSpec};
+use crate::rules::{self, RulesDir};
+
+pub const HELP: &str = "\
+usage: rulesctl diff OLD NEW --requests FILE [--json] [--rules-dir DIR]
+
+Runs every request of FILE through rulesets OLD and NEW (names or files)
+and reports each request whose decision changes: rule id, action, classify
+body or proxy address. FILE has one JSON object per line:
+  {\"method\": \"GET\", \"url\": \"https://gitlab.com/...\",
+   \"headers\": {\"Name\": \"value\"}, \"cookies\": {\"name\": \"value\"}}
+(method defaults to GET; headers, cookies and a free-text \"comment\" are
+optional; blank lines and lines starting with # are skipped).
+
+Text output: one line per changed request,
+  FILE:LINE: METHOD URL: [old-rule] OLD-ACTION -> [new-rule] NEW-ACTION
+then `N requests, M changed, K unchanged` and the count of each transition.
+--json prints {\"old\", \"new\", \"requests\", \"changed\", \"unchanged\",
+\"transitions\": [{\"old\", \"new\", \"count\"}], \"changes\": [{\"line\", \"method\",
+\"url\", \"old\", \"new\"}]} where old/new of a change are explain's objects.
+
+exit: 0 (also when decisions change), 1 bad ruleset or requests file, 2 usage";
+
+/// Errors listed before giving up on a requests file.
+const MAX_LISTED_ERRORS: usize = 20;
+
+struct Change {
+    line: usize,
+    spec: RequestSpec,
+    old: View,
+    new: View,
+}
+
+pub fn run(mut args: Args) -> Outcome<i32> {
+    let (mut requests, mut rules_dir) = (None, None);
+    let mut json = false;
+    let mut positionals = Vec::new();
+    while let Some(arg) = args.next_arg() {
+        match arg {
+            Arg::Opt(name, inline) if name == "--requests" => {
+                let v = args.value(&name, inline)?;
+                set_once(&mut requests, &name, v)?;
+            }
+            Arg::Opt(name, inline) if name == "--rules-dir" => {
+                let v = args.value(&name, inline)?;
+                set_once(&mut rules_dir, &name, v)?;
+            }
+            Arg::Opt(name, inline) if name == "--json" => {
+                no_value(&name, inline)?;
+                json = true;
+            }
+            Arg::Positional(p) => positionals.push(p),
+            other => return Err(unknown("diff", other)),
+        }
+    }
+    let [old, new] = <[String; 2]>::try_from(positionals).map_err(|p| {
+        Failure::usage(format!(
+            "diff needs two rulesets, OLD and NEW (got {})",
+            p.len()
+        ))
+    })?;
+    let requests = requests.ok_or_else(|| Failure::usage("diff needs --requests FILE"))?;
+
+    let dir = RulesDir::new(rules_dir);
+    let old = rules::load_arg(&dir, &old)?;
+    let new = rules::load_arg(&dir, &new)?;
+    let text = std::fs::read_to_string(&requests)
+        .map_err(|e| Failure::data(format!("{requests}: cannot read: {e}")))?;
+
+    let mut errors = Vec::new();
+    let mut total = 0usize;
+    let mut changes = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let number = index + 1;
+        let parsed =
+            parse_request_line(trimmed).and_then(|spec| spec.build().map(|parts| (spec, parts)));
+        let (spec, parts) = match parsed {
+            Ok(ok) => ok,
+            Err(e) => {
+                errors.push(format!("{requests}:{number}: {e}"));
+                continue;
+            }
+        };
+        total += 1;
+        let (before, after) = (
+            View::decide(&old.ruleset, &parts),
+            View::decide(&new.ruleset, &parts),
+        );
+        if before != after {
+            changes.push(Change {
+                line: number,
+                spec,
+                old: before,
+                new: after,
+            });
+        }
+    }
+    if !errors.is_empty() {
+        let count = errors.len();
+        for e in errors.iter().take(MAX_LISTED_ERRORS) {
+            out::err_line(&format!("rulesctl: {e}"));
+        }
+        if count > MAX_LISTED_ERRORS {
+            out::err_line(&format!(
+                "rulesctl: ... and {} more",
+                count - MAX_LISTED_ERRORS
+            ));
+        }
+        return Err(Failure::data(format!(
+            "{requests}: {count} bad request line(s); nothing compared"
+        )));
+    }
+
+    let transitions = count_transitions(&changes);
+    if json {
+        out::line(&json_report(
+            &old.display(),
+            &new.display(),
+            total,
+            &changes,
+            &transitions,
+        ));
+    } else {
+        for c in &changes {
+            out::line(&format!(
+                "{requests}:{}: {} {}: {} -> {}",
+                c.line,
+                c.spec.method.to_ascii_uppercase(),
+                c.spec.url,
+                c.old.summary(),
+                c.new.summary()
+            ));
+        }
+        if !changes.is_empty() {
+            out::line("");
+        }
+        out::line(&format!(
+            "{total} requests, {} changed, {} unchanged",
+            changes.len(),
+            total - changes.len()
+        ));
+        for (from, to, count) in &transitions {
+            out::line(&format!("  {count:>5}  {from} -> {to}"));
+        }
+    }
+    Ok(0)
+}
+
+/// `(old category, new category, count)`, most frequent first.
+fn count_transitions(changes: &[Change]) -> Vec<(String, String, usize)> {
+    let mut counts: Vec<(String, String, usize)> = Vec::new();
+    for c in changes {
+        let (from, to) = (c.old.category(), c.new.category());
+        match counts.iter_mut().find(|(f, t, _)| *f == from && *t == to) {
+            Some(entry) => entry.2 += 1,
+            None => counts.push((from, to, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, &a.1).cmp(&(&b.0, &b.1))));
+    counts
+}
+
+fn json_report(
+    old: &str,
+    new: &str,
+    total: usize,
+    changes: &[Change],
+    transitions: &[(String, String, usize)],
+) -> String {
+    let transitions: Vec<String> = transitions
+        .iter()
+        .map(|(from, to, count)| {
+            format!(
+                "{{\"old\":{},\"new\":{},\"count\":{count}}}",
+                json_str(from),
+                json_str(to)
+            )
+        })
+        .collect();
+    let changes_json: Vec<String> = changes
+        .iter()
+        .map(|c| {
+            format!(
+                "{{\"line\":{},\"method\":{},\"url\":{},\"old\":{},\"new\":{}}}",
+                c.line,
+                json_str(&c.spec.method.to_ascii_uppercase()),
+                json_str(&c.spec.url),
+                c.old.to_json(),
+                c.new.to_json()
+            )
+        })
+        .collect();
+    format!(
+        "{{\"old\":{},\"new\":{},\"requests\":{total},\"changed\":{},\"unchanged\":{},\"transitions\":[{}],\"changes\":[{}]}}",
+        json_str(old),
+        json_str(new),
+        changes.len(),
+        total - changes.len(),
+        transitions.join(","),
+        changes_json.join(",")
+    )
+}

@@ -1,0 +1,933 @@
+//! Runs the built `rulesctl` binary against the shipped rules/ and against
+//! rulesets written into a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{json, Value};
+
+/// The repository root (where rules/ is).
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// A failure with a message on stderr, nothing on stdout, and no panic.
+    fn assert_fails(&self, code: i32, needle: &str) {
+        assert_eq!(self.code, code, "exit code; stderr: {}", self.stderr);
+        assert!(
+            self.stderr.contains(needle),
+            "stderr lacks {needle:?}:\n{}",
+            self.stderr
+        );
+        assert!(
+            self.stdout.is_empty(),
+            "stdout should be empty: {}",
+            self.stdout
+        );
+        assert_no_panic(self);
+    }
+
+    fn json(&self) -> Value {
+        assert_eq!(self.code, 0, "stderr: {}", self.stderr);
+        assert_eq!(
+            self.stdout.lines().count(),
+            1,
+            "one JSON line: {}",
+            self.stdout
+        );
+        serde_json::from_str(&self.stdout).expect("stdout is JSON")
+    }
+}
+
+fn assert_no_panic(run: &Run) {
+    assert!(
+        !run.stderr.contains("panicked") && !run.stderr.contains("RUST_BACKTRACE"),
+        "panic output: {}",
+        run.stderr
+    );
+}
+
+fn rulesctl_in(dir: &Path, args: &[&str]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_rulesctl"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RULESCTL_RULES_DIR")
+        .output()
+        .expect("run rulesctl");
+    let run = Run {
+        code: output.status.code().expect("exit code, not a signal"),
+        stdout: String::from_utf8(output.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(output.stderr).expect("utf-8 stderr"),
+    };
+    assert_no_panic(&run);
+    run
+}
+
+fn rulesctl(args: &[&str]) -> Run {
+    rulesctl_in(&repo(), args)
+}
+
+/// A temporary directory with a rules/ subdirectory, removed on drop.
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new() -> Temp {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rulesctl-test-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("rules")).expect("temp dir");
+        Temp(dir)
+    }
+
+    fn write(&self, relative: &str, text: &str) -> String {
+        let path = self.0.join(relative);
+        std::fs::write(&path, text).expect("write temp file");
+        path.to_string_lossy().into_owned()
+    }
+
+    fn rule(&self, name: &str, ruleset: &Value) -> String {
+        self.write(&format!("rules/{name}.json"), &ruleset.to_string())
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        rulesctl_in(&self.0, args)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const SESSION: &str = "0123456789abcdef0123456789abcdef";
+
+fn session_ruleset() -> Value {
+    json!([
+        {
+            "id": "session_cookie",
+            "match": {
+                "type": "cookie",
+                "regexName": "^_gitlab_session(_[0-9a-f]+)?$",
+                "regexValue": "^(?<cell_name>cell-[0-9]+)-[0-9a-f]{32}$"
+            },
+            "action": "classify",
+            "classify": {"type": "SESSION_PREFIX", "value": "${cell_name}"}
+        },
+        {
+            "id": "registry",
+            "match": {"type": "path", "regexValue": "^/v2/(?<repo>.+?)/(manifests|blobs|tags|referrers)/"},
+            "action": "classify",
+            "classify": {"type": "ROUTE", "value": "${repo}", "target": "registry"}
+        },
+        {
+            "id": "token",
+            "match": {"type": "header", "name": "PRIVATE-TOKEN", "regexValue": "^(?<token>.+)$"},
+            "transform": {"type": "routable-token-payload", "input": "${token}", "output": "decoded"},
+            "validate": {"exist": ["${decoded.c}"]},
+            "action": "classify",
+            "classify": {"type": "CELL_ID", "value": "${decoded.c}"}
+        },
+        {
+            "id": "admin",
+            "match": [{"type": "path", "regexValue": "^/admin"}, {"type": "method", "regexValue": "^(GET|HEAD)$"}],
+            "action": "proxy",
+            "proxy": {"address": "cell-1.example.com"}
+        }
+    ])
+}
+
+// ---------------------------------------------------------------------------
+// help
+
+#[test]
+fn help_and_no_arguments() {
+    let run = rulesctl(&["--help"]);
+    assert_eq!(run.code, 0);
+    for command in ["validate", "explain", "diff", "token"] {
+        assert!(
+            run.stdout.contains(&format!("rulesctl {command}")),
+            "{}",
+            run.stdout
+        );
+    }
+    let run = rulesctl(&[]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("usage:"));
+    let run = rulesctl(&["diff", "--help"]);
+    assert_eq!(run.code, 0);
+    assert!(run.stdout.contains("--requests FILE"));
+    let run = rulesctl(&["help", "token"]);
+    assert_eq!(run.code, 0);
+    assert!(run.stdout.contains("--decode"));
+}
+
+// ---------------------------------------------------------------------------
+// validate
+
+#[test]
+fn validate_shipped_rules() {
+    let run = rulesctl(&["validate"]);
+    assert_eq!(
+        run.code, 0,
+        "shipped rulesets must be valid:\n{}{}",
+        run.stdout, run.stderr
+    );
+    let mut files: Vec<String> = std::fs::read_dir(repo().join("rules"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".json"))
+        .collect();
+    files.sort();
+    for file in &files {
+        let prefix = format!("ok rules/{file} (");
+        assert!(
+            run.stdout
+                .lines()
+                .any(|l| l.starts_with(&prefix) && l.ends_with(" rules)")),
+            "no {prefix:?} line:\n{}",
+            run.stdout
+        );
+    }
+    let run = rulesctl(&["validate", "session_prefix"]);
+    assert_eq!(run.code, 0);
+    assert!(
+        run.stdout.starts_with("ok rules/session_prefix.json ("),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn validate_reports_each_bad_file_with_its_rule() {
+    let t = Temp::new();
+    t.rule("good", &json!([{"id": "all", "action": "proxy"}]));
+    t.rule(
+        "bad_regex",
+        &json!([{"id": "broken", "match": {"type": "path", "regexValue": "(^/x"}, "action": "proxy"}]),
+    );
+    t.rule(
+        "bad_template",
+        &json!([{"id": "tpl", "match": {"type": "path", "regexValue": "^/(?<a>x)"},
+                 "action": "classify", "classify": {"type": "ROUTE", "value": "${b}"}}]),
+    );
+    t.write("rules/not_json.json", "{\"rules\": [");
+    let run = t.run(&["validate"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout.contains("ok rules/good.json (1 rules)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains(
+            "error rules/bad_regex.json: rule \"broken\": match[0].regexValue: invalid regex"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("error rules/bad_template.json: rule \"tpl\": classify.value: ${b}"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("error rules/not_json.json: not valid JSON"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains("4 rulesets: 1 valid, 3 invalid"),
+        "{}",
+        run.stdout
+    );
+
+    // One bad file named explicitly, by name and by path.
+    let run = t.run(&["validate", "bad_regex"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("rules/bad_regex.json"));
+    let run = t.run(&["validate", "rules/good.json"]);
+    assert_eq!(run.code, 0);
+    assert_eq!(run.stdout, "ok rules/good.json (1 rules)\n");
+    let run = t.run(&["validate", "missing.json"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("error missing.json: cannot read"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn validate_warns_about_a_missing_catch_all() {
+    let t = Temp::new();
+    t.rule("open_ended", &session_ruleset());
+    let run = t.run(&["validate", "open_ended"]);
+    assert_eq!(run.code, 0, "a warning is not an error");
+    assert!(
+        run.stdout
+            .starts_with("ok rules/open_ended.json (4 rules)\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("warning rules/open_ended.json: does not end in a catch-all rule: the last rule, \"admin\""),
+        "{}",
+        run.stdout
+    );
+    let run = t.run(&["validate", "--strict", "open_ended"]);
+    assert_eq!(run.code, 1);
+
+    // A catch-all classify (FIRST_CELL) ends a ruleset as well as a proxy.
+    t.rule(
+        "first_cell",
+        &json!([{"action": "classify", "classify": {"type": "FIRST_CELL"}}]),
+    );
+    let run = t.run(&["validate", "--strict", "first_cell"]);
+    assert_eq!(run.code, 0);
+    assert!(!run.stdout.contains("warning"), "{}", run.stdout);
+}
+
+#[test]
+fn validate_seed_form() {
+    let t = Temp::new();
+    t.rule(
+        "seed",
+        &json!({"rules": [
+            {"cookies": {"_gitlab_session": {"match_regex": "^(?<p>cell-[0-9]+)-"}},
+             "method": ["get", "POST"],
+             "action": "classify", "classify": {"type": "SESSION_PREFIX", "value": "${p}"}},
+            {"headers": {"X-Cell": {"matchRegex": "^(?<c>[0-9]+)$"}},
+             "action": "classify", "classify": {"type": "CELL_ID", "value": "${c}"}},
+            {"action": "proxy", "proxy": {"address": "legacy.example.com:8443"}}
+        ]}),
+    );
+    let run = t.run(&["validate", "seed"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "ok rules/seed.json (3 rules)\n");
+    let run = t.run(&[
+        "explain",
+        "--ruleset",
+        "seed",
+        "--method",
+        "post",
+        "--url",
+        "https://gitlab.com/x",
+        "--cookie",
+        &format!("_gitlab_session=cell-7-{SESSION}"),
+    ]);
+    assert_eq!(
+        run.json()["classify"],
+        json!({"type": "SESSION_PREFIX", "value": "cell-7"})
+    );
+    let run = t.run(&[
+        "explain",
+        "--ruleset",
+        "seed",
+        "--url",
+        "https://gitlab.com/x",
+        "--header",
+        "x-cell: 12",
+    ]);
+    assert_eq!(
+        run.json()["classify"],
+        json!({"type": "CELL_ID", "value": "12"})
+    );
+    let run = t.run(&[
+        "explain",
+        "--ruleset",
+        "seed",
+        "--method",
+        "PUT",
+        "--url",
+        "https://gitlab.com/x",
+        "--cookie",
+        &format!("_gitlab_session=cell-7-{SESSION}"),
+    ]);
+    assert_eq!(run.stdout, "{\"rule\":\"rule-3\",\"action\":\"proxy\",\"classify\":null,\"proxy\":{\"address\":\"legacy.example.com:8443\"}}\n");
+}
+
+// ---------------------------------------------------------------------------
+// explain
+
+#[test]
+fn explain_session_cookies_with_shipped_rules() {
+    let cookie = format!("_gitlab_session=cell-2-{SESSION}");
+    let run = rulesctl(&[
+        "explain",
+        "--ruleset",
+        "session_prefix",
+        "--method",
+        "GET",
+        "--url",
+        "https://gitlab.com/dashboard",
+        "--cookie",
+        &cookie,
+    ]);
+    let v = run.json();
+    assert_eq!(v["action"], "classify");
+    assert_eq!(
+        v["classify"],
+        json!({"type": "SESSION_PREFIX", "value": "cell-2"})
+    );
+    assert_eq!(v["proxy"], Value::Null);
+    assert!(v["rule"].is_string());
+
+    // A legacy session (no prefix) falls through to the legacy cell.
+    let legacy = format!("_gitlab_session={SESSION}");
+    let run = rulesctl(&[
+        "explain",
+        "--ruleset",
+        "rules/session_prefix.json",
+        "--method",
+        "GET",
+        "--url",
+        "https://gitlab.com/dashboard",
+        "--cookie",
+        &legacy,
+    ]);
+    let v = run.json();
+    assert_eq!(v["action"], "proxy");
+    assert_eq!(v["proxy"], json!({"address": null}));
+    assert_eq!(v["classify"], Value::Null);
+}
+
+#[test]
+fn explain_prints_the_exact_classify_body() {
+    let t = Temp::new();
+    t.rule("s", &session_ruleset());
+    let explain = |extra: &[&str]| {
+        let mut args = vec!["explain", "--ruleset", "s"];
+        args.extend_from_slice(extra);
+        t.run(&args)
+    };
+
+    let cookie = format!("_gitlab_session_1f=cell-2-{SESSION}");
+    let run = explain(&[
+        "--method",
+        "GET",
+        "--url",
+        "https://gitlab.com/",
+        "--cookie",
+        "other=1",
+        "--cookie",
+        &cookie,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "{\"rule\":\"session_cookie\",\"action\":\"classify\",\"classify\":{\"type\":\"SESSION_PREFIX\",\"value\":\"cell-2\"},\"proxy\":null}\n"
+    );
+
+    let run = explain(&[
+        "--url",
+        "https://registry.gitlab.com/v2/gitlab-org/gitlab/manifests/latest",
+    ]);
+    assert_eq!(
+        run.stdout,
+        "{\"rule\":\"registry\",\"action\":\"classify\",\"classify\":{\"claims\":[{\"route\":\"gitlab-org/gitlab\"}],\"target\":\"registry\"},\"proxy\":null}\n"
+    );
+
+    let run = explain(&[
+        "--method",
+        "head",
+        "--url",
+        "https://gitlab.com/admin/users",
+    ]);
+    assert_eq!(
+        run.stdout,
+        "{\"rule\":\"admin\",\"action\":\"proxy\",\"classify\":null,\"proxy\":{\"address\":\"cell-1.example.com\"}}\n"
+    );
+}
+
+#[test]
+fn explain_without_a_matching_rule() {
+    let t = Temp::new();
+    t.rule("s", &session_ruleset());
+    let run = t.run(&[
+        "explain",
+        "--ruleset",
+        "s",
+        "--method",
+        "POST",
+        "--url",
+        "https://gitlab.com/admin/users",
+    ]);
+    assert_eq!(
+        run.stdout,
+        "{\"rule\":null,\"action\":\"proxy\",\"classify\":null,\"proxy\":{\"address\":null}}\n"
+    );
+    assert_eq!(
+        run.json(),
+        json!({"rule": null, "action": "proxy", "classify": null, "proxy": {"address": null}})
+    );
+}
+
+// ---------------------------------------------------------------------------
+// token
+
+#[test]
+fn token_generate_and_decode_round_trip() {
+    let run = rulesctl(&[
+        "token", "--cell", "11", "--field", "o=3", "--field", "u=123456",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let token = run.stdout.trim_end().to_string();
+    assert!(
+        token.starts_with("glpat-") && token.contains(".01."),
+        "{token}"
+    );
+    let decoded = rulesctl(&["token", "--decode", &token]).json();
+    assert_eq!(decoded, json!({"c": "11", "o": "3", "u": "123456"}));
+
+    // Random by default, reproducible with a seed, any prefix.
+    let again = rulesctl(&[
+        "token", "--cell", "11", "--field", "o=3", "--field", "u=123456",
+    ]);
+    assert_ne!(again.stdout, run.stdout);
+    let a = rulesctl(&["token", "--cell", "2", "--prefix", "glrt-", "--seed", "42"]);
+    let b = rulesctl(&["token", "--cell", "2", "--prefix", "glrt-", "--seed", "42"]);
+    assert_eq!(a.code, 0);
+    assert_eq!(a.stdout, b.stdout);
+    assert!(a.stdout.starts_with("glrt-"));
+    assert_eq!(
+        rulesctl(&["token", "--decode", a.stdout.trim()]).json(),
+        json!({"c": "2"})
+    );
+
+    // A token with one character changed does not decode.
+    let mut forged = token.clone().into_bytes();
+    let i = "glpat-".len() + 3;
+    forged[i] = if forged[i] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    rulesctl(&["token", "--decode", &forged]).assert_fails(1, "is not a routable token");
+    rulesctl(&["token", "--decode", "glpat-abc"]).assert_fails(1, "is not a routable token");
+}
+
+#[test]
+fn explain_a_request_carrying_a_generated_token() {
+    let token = rulesctl(&["token", "--cell", "11", "--seed", "5"])
+        .stdout
+        .trim()
+        .to_string();
+
+    let t = Temp::new();
+    t.rule("s", &session_ruleset());
+    let run = t.run(&[
+        "explain",
+        "--ruleset",
+        "s",
+        "--url",
+        "https://gitlab.com/api/v4/user",
+        "--header",
+        &format!("PRIVATE-TOKEN: {token}"),
+    ]);
+    assert_eq!(
+        run.stdout,
+        "{\"rule\":\"token\",\"action\":\"classify\",\"classify\":{\"type\":\"CELL_ID\",\"value\":\"11\"},\"proxy\":null}\n"
+    );
+    // A token that fails its CRC classifies nothing.
+    let broken = format!("{}x", &token[..token.len() - 1]);
+    let run = t.run(&[
+        "explain",
+        "--ruleset",
+        "s",
+        "--url",
+        "https://gitlab.com/api/v4/user",
+        "--header",
+        &format!("private-token: {broken}"),
+    ]);
+    assert_eq!(run.json()["rule"], Value::Null);
+
+    // The shipped session_token ruleset, once it exists.
+    if !repo().join("rules/session_token.json").exists() {
+        eprintln!("skipped: rules/session_token.json does not exist yet");
+        return;
+    }
+    let run = rulesctl(&[
+        "explain",
+        "--ruleset",
+        "session_token",
+        "--method",
+        "GET",
+        "--url",
+        "https://gitlab.com/api/v4/user",
+        "--header",
+        &format!("PRIVATE-TOKEN: {token}"),
+    ]);
+    let v = run.json();
+    assert_eq!(v["action"], "classify", "{v}");
+    assert_eq!(v["classify"], json!({"type": "CELL_ID", "value": "11"}));
+}
+
+// ---------------------------------------------------------------------------
+// diff
+
+fn diff_fixture() -> (Temp, String) {
+    let t = Temp::new();
+    let mut old = session_ruleset();
+    old.as_array_mut()
+        .unwrap()
+        .push(json!({"id": "legacy", "action": "proxy"}));
+    t.rule("old", &old);
+    // The new ruleset sends the registry to the first cell and unknown
+    // traffic to the first cell instead of the legacy cell.
+    let mut new = session_ruleset();
+    let rules = new.as_array_mut().unwrap();
+    rules[1] = json!({"id": "registry", "match": {"type": "path", "regexValue": "^/v2/"},
+                       "action": "classify", "classify": {"type": "FIRST_CELL"}});
+    rules.push(json!({"id": "first", "action": "classify", "classify": {"type": "FIRST_CELL"}}));
+    t.rule("new", &new);
+    let requests = format!(
+        "# a comment\n\
+         {{\"method\": \"GET\", \"url\": \"https://gitlab.com/\"}}\n\
+         \n\
+         {{\"url\": \"https://gitlab.com/x\", \"cookies\": {{\"_gitlab_session\": \"cell-3-{SESSION}\"}}}}\n\
+         {{\"method\": \"GET\", \"url\": \"https://registry.gitlab.com/v2/a/b/blobs/sha256:1\"}}\n\
+         {{\"method\": \"GET\", \"url\": \"https://gitlab.com/admin\"}}\n\
+         {{\"method\": \"POST\", \"url\": \"https://gitlab.com/api/v4/projects\", \"headers\": {{\"Content-Type\": \"application/json\"}}}}\n"
+    );
+    let path = t.write("requests.jsonl", &requests);
+    (t, path)
+}
+
+#[test]
+fn diff_reports_changed_requests_and_counts() {
+    let (t, _) = diff_fixture();
+    let run = t.run(&["diff", "old", "new", "--requests", "requests.jsonl"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "requests.jsonl:2: GET https://gitlab.com/: [legacy] proxy (legacy cell) -> [first] classify {\"type\":\"FIRST_CELL\"}"
+    );
+    assert_eq!(
+        lines[1],
+        "requests.jsonl:5: GET https://registry.gitlab.com/v2/a/b/blobs/sha256:1: \
+         [registry] classify {\"claims\":[{\"route\":\"a/b\"}],\"target\":\"registry\"} -> [registry] classify {\"type\":\"FIRST_CELL\"}"
+    );
+    assert_eq!(
+        lines[2],
+        "requests.jsonl:7: POST https://gitlab.com/api/v4/projects: [legacy] proxy (legacy cell) -> [first] classify {\"type\":\"FIRST_CELL\"}"
+    );
+    assert_eq!(lines[3], "");
+    assert_eq!(lines[4], "5 requests, 3 changed, 2 unchanged");
+    assert_eq!(
+        lines[5],
+        "      2  [legacy] proxy (legacy cell) -> [first] classify FIRST_CELL"
+    );
+    assert_eq!(
+        lines[6],
+        "      1  [registry] classify ROUTE registry -> [registry] classify FIRST_CELL"
+    );
+    assert_eq!(lines.len(), 7, "{}", run.stdout);
+
+    // The same ruleset twice: nothing changes.
+    let run = t.run(&[
+        "diff",
+        "old",
+        "rules/old.json",
+        "--requests",
+        "requests.jsonl",
+    ]);
+    assert_eq!(run.stdout, "5 requests, 0 changed, 5 unchanged\n");
+}
+
+#[test]
+fn diff_json_report() {
+    let (t, _) = diff_fixture();
+    let run = t.run(&[
+        "diff",
+        "old",
+        "new",
+        "--requests",
+        "requests.jsonl",
+        "--json",
+    ]);
+    let v = run.json();
+    assert_eq!(v["requests"], 5);
+    assert_eq!(v["changed"], 3);
+    assert_eq!(v["unchanged"], 2);
+    assert_eq!(v["old"], "rules/old.json");
+    assert_eq!(v["new"], "rules/new.json");
+    assert_eq!(
+        v["transitions"],
+        json!([
+            {"old": "[legacy] proxy (legacy cell)", "new": "[first] classify FIRST_CELL", "count": 2},
+            {"old": "[registry] classify ROUTE registry", "new": "[registry] classify FIRST_CELL", "count": 1}
+        ])
+    );
+    let changes = v["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 3);
+    assert_eq!(changes[1]["line"], 5);
+    assert_eq!(changes[1]["method"], "GET");
+    assert_eq!(
+        changes[1]["old"],
+        json!({"rule": "registry", "action": "classify", "classify": {"claims": [{"route": "a/b"}], "target": "registry"}, "proxy": null})
+    );
+    assert_eq!(
+        changes[0]["old"],
+        json!({"rule": "legacy", "action": "proxy", "classify": null, "proxy": {"address": null}})
+    );
+}
+
+#[test]
+fn diff_shipped_rules_with_the_sample_requests() {
+    let run = rulesctl(&[
+        "diff",
+        "passthrough",
+        "session_prefix",
+        "--requests",
+        "tests/rulesctl/requests.jsonl",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("8 requests, 2 changed, 6 unchanged"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "tests/rulesctl/requests.jsonl:5: POST https://gitlab.com/gitlab-org/gitlab/-/issues: "
+        ) && run
+            .stdout
+            .contains("classify {\"type\":\"SESSION_PREFIX\",\"value\":\"cell-11\"}"),
+        "{}",
+        run.stdout
+    );
+}
+
+// ---------------------------------------------------------------------------
+// bad input: a clear message, the right exit code, never a panic
+
+#[test]
+fn usage_errors_exit_2() {
+    for (args, needle) in [
+        (&["frobnicate"][..], "unknown command \"frobnicate\""),
+        (&["validate", "--bogus"], "validate: unknown option --bogus"),
+        (
+            &["explain", "--ruleset", "passthrough"],
+            "explain needs --url URL",
+        ),
+        (
+            &["explain", "--url", "https://gitlab.com/"],
+            "explain needs --ruleset",
+        ),
+        (
+            &["explain", "--ruleset", "passthrough", "--url"],
+            "--url needs a value",
+        ),
+        (
+            &["explain", "--ruleset", "--url", "https://gitlab.com/"],
+            "--ruleset needs a value",
+        ),
+        (
+            &[
+                "explain",
+                "--ruleset",
+                "passthrough",
+                "--url",
+                "https://gitlab.com/",
+                "--header",
+                "NoColon",
+            ],
+            "expected 'Name: value'",
+        ),
+        (
+            &[
+                "explain",
+                "--ruleset",
+                "passthrough",
+                "--url",
+                "https://gitlab.com/",
+                "--cookie",
+                "novalue",
+            ],
+            "expected 'name=value'",
+        ),
+        (
+            &[
+                "explain",
+                "--ruleset",
+                "a",
+                "--ruleset",
+                "b",
+                "--url",
+                "https://gitlab.com/",
+            ],
+            "--ruleset given twice",
+        ),
+        (
+            &[
+                "explain",
+                "--ruleset",
+                "passthrough",
+                "--url",
+                "https://gitlab.com/",
+                "extra",
+            ],
+            "unexpected argument \"extra\"",
+        ),
+        (
+            &["diff", "passthrough", "--requests", "x"],
+            "diff needs two rulesets",
+        ),
+        (
+            &["diff", "passthrough", "session_prefix"],
+            "diff needs --requests FILE",
+        ),
+        (
+            &["diff", "a", "b", "--requests", "x", "--json=yes"],
+            "--json takes no value",
+        ),
+        (&["token"], "token needs --cell ID"),
+        (
+            &["token", "--cell", "eleven"],
+            "--cell \"eleven\": expected a decimal number",
+        ),
+        (
+            &["token", "--cell", "1", "--field", "x=1"],
+            "key must be one of c g o p u t",
+        ),
+        (&["token", "--cell", "1", "--field", "c=2"], "c given twice"),
+        (&["token", "--cell", "1", "--prefix", "gl.pat-"], "no dots"),
+        (
+            &["token", "--decode", "x", "--cell", "1"],
+            "--decode takes no other option",
+        ),
+    ] {
+        let run = rulesctl(args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(needle),
+            "{args:?}: stderr lacks {needle:?}:\n{}",
+            run.stderr
+        );
+        assert!(run.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn bad_data_exits_1_with_a_clear_message() {
+    let t = Temp::new();
+    t.rule("s", &session_ruleset());
+    let url = "https://gitlab.com/";
+    t.run(&["explain", "--ruleset", "s", "--url", "gitlab.com/x"])
+        .assert_fails(1, "invalid URL \"gitlab.com/x\"");
+    t.run(&[
+        "explain",
+        "--ruleset",
+        "s",
+        "--url",
+        "https://user@gitlab.com/",
+    ])
+    .assert_fails(1, "invalid URL");
+    t.run(&[
+        "explain",
+        "--ruleset",
+        "s",
+        "--url",
+        url,
+        "--method",
+        "GE T",
+    ])
+    .assert_fails(1, "invalid method");
+    t.run(&["explain", "--ruleset", "nope", "--url", url])
+        .assert_fails(
+            1,
+            "unknown ruleset \"nope\": rules/nope.json does not exist (known: s)",
+        );
+    t.run(&["explain", "--ruleset", "missing/file.json", "--url", url])
+        .assert_fails(1, "missing/file.json: cannot read");
+    t.write(
+        "rules/broken.json",
+        "[{\"id\": \"b\", \"action\": \"teleport\"}]",
+    );
+    t.run(&["explain", "--ruleset", "broken", "--url", url])
+        .assert_fails(
+            1,
+            "rules/broken.json: rule \"b\": action: \"teleport\" is neither classify nor proxy",
+        );
+
+    // Requests files: every bad line is named by file:line.
+    t.write(
+        "bad.jsonl",
+        "{\"url\": \"https://gitlab.com/\"}\n\
+         {\"url\": \"https://gitlab.com/\"\n\
+         # fine\n\
+         {\"method\": \"GET\"}\n\
+         {\"url\": \"ftp://gitlab.com/\"}\n\
+         [1, 2]\n\
+         {\"url\": \"https://gitlab.com/\", \"header\": {}}\n",
+    );
+    let run = t.run(&["diff", "s", "s", "--requests", "bad.jsonl"]);
+    run.assert_fails(1, "bad.jsonl:2: not valid JSON");
+    for needle in [
+        "bad.jsonl:4: missing \"url\"",
+        "bad.jsonl:5: invalid URL \"ftp://gitlab.com/\"",
+        "bad.jsonl:6: expected a JSON object",
+        "bad.jsonl:7: unknown key \"header\"",
+        "bad.jsonl: 5 bad request line(s)",
+    ] {
+        assert!(
+            run.stderr.contains(needle),
+            "stderr lacks {needle:?}:\n{}",
+            run.stderr
+        );
+    }
+    assert!(!run.stderr.contains("bad.jsonl:1:"), "{}", run.stderr);
+    assert!(!run.stderr.contains("bad.jsonl:3:"), "{}", run.stderr);
+    t.run(&["diff", "s", "s", "--requests", "absent.jsonl"])
+        .assert_fails(1, "absent.jsonl: cannot read");
+    t.run(&["diff", "s", "nope", "--requests", "bad.jsonl"])
+        .assert_fails(1, "unknown ruleset \"nope\"");
+}
+
+#[test]
+fn rules_dir_option_and_environment() {
+    let t = Temp::new();
+    t.rule("only_here", &json!([{"id": "all", "action": "proxy"}]));
+    let dir = t.0.join("rules").to_string_lossy().into_owned();
+    // From the repository root, --rules-dir points elsewhere.
+    let run = rulesctl(&["validate", "--rules-dir", &dir, "only_here"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("ok ") && run.stdout.contains("only_here.json (1 rules)"));
+    let output = Command::new(env!("CARGO_BIN_EXE_rulesctl"))
+        .args([
+            "explain",
+            "--ruleset",
+            "only_here",
+            "--url",
+            "https://gitlab.com/",
+        ])
+        .current_dir(repo())
+        .env("RULESCTL_RULES_DIR", &dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "{\"rule\":\"all\",\"action\":\"proxy\",\"classify\":null,\"proxy\":{\"address\":null}}\n"
+    );
+    // From a subdirectory, the nearest rules/ above is found.
+    std::fs::create_dir_all(t.0.join("sub/deeper")).unwrap();
+    let run = rulesctl_in(&t.0.join("sub/deeper"), &["validate"]);
+    assert_eq!(run.stdout, "ok ../../rules/only_here.json (1 rules)\n");
+    rulesctl(&["validate", "--rules-dir", "/nonexistent/rules"]).assert_fails(1, "does not exist");
+}

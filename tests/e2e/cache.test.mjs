@@ -1,0 +1,193 @@
+// The classification cache and the Topology Service client through the
+// real worker in workerd: memory and Cache API levels, TTLs, negative
+// answers, Cache-Tag, coalescing, retries, timeouts and the service down.
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import { startStack, request, waitForLog, sessionCookie, getJson, postJson } from "./harness.mjs";
+
+/** The router's cache key for a classify body (FNV-1a 64, as the core). */
+function cacheKeyUrl(kind, body, target = "web") {
+  let hash = 0xcbf29ce484222325n;
+  for (const byte of Buffer.from(body)) {
+    hash ^= BigInt(byte);
+    hash = (hash * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return `https://gitlab-http-router.internal/v1/classify/${kind.toLowerCase()}-${target}-${hash.toString(16).padStart(16, "0")}`;
+}
+
+const stats = (stack) => getJson(`${stack.topology.admin}/_stats`);
+const faults = (stack, f) => postJson(`${stack.topology.admin}/_faults`, f);
+const resetStats = (stack) => postJson(`${stack.topology.admin}/_stats/reset`, {});
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function cellFor(stack, cell, { url = stack.url, path = "/" } = {}) {
+  const started = Date.now();
+  const res = await request(`${url}${path}`, { headers: { cookie: sessionCookie(cell) } });
+  return { status: res.status, cell: res.status === 200 ? res.json().cell : null, ms: Date.now() - started, text: res.text };
+}
+
+describe("classification cache", () => {
+  test("a second request with the same key makes no second service call; after the TTL it does", async () => {
+    const stack = await startStack({ topology: { cacheControl: "max-age=2" } });
+    try {
+      assert.equal((await cellFor(stack, 2, { path: "/first" })).cell, "2");
+      assert.equal((await cellFor(stack, 2, { path: "/second" })).cell, "2");
+      assert.equal((await stats(stack)).classify_calls, 1);
+      const second = await waitForLog(stack, (l) => l.path === "/second");
+      assert.equal(second.cache, "memory");
+
+      await sleep(2300);
+      assert.equal((await cellFor(stack, 2, { path: "/third" })).cell, "2");
+      assert.equal((await stats(stack)).classify_calls, 2, "expired entries are asked again");
+      assert.equal((await waitForLog(stack, (l) => l.path === "/third")).cache, "service");
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("another isolate is answered by the Cache API, which keeps the service's and the router's tags", async () => {
+    const stack = await startStack({ routers: 2, probe: true });
+    try {
+      assert.equal((await cellFor(stack, 3)).cell, "3");
+      assert.equal((await cellFor(stack, 3, { url: stack.urls[1], path: "/other-isolate" })).cell, "3");
+      assert.equal((await stats(stack)).classify_calls, 1);
+      assert.equal((await waitForLog(stack, (l) => l.path === "/other-isolate")).cache, "cache-api");
+
+      const key = cacheKeyUrl("SESSION_PREFIX", '{"type":"SESSION_PREFIX","value":"cell-3"}');
+      const entry = await getJson(`${stack.probeUrl}/?key=${encodeURIComponent(key)}`);
+      assert.ok(entry.found, `no Cache API entry at ${key}`);
+      const tags = entry.cacheTag.split(",");
+      for (const tag of ["cell-3", "classify-session-prefix", "router-classify-session-prefix", "router-target-web", `router-cell-${stack.cells[3].addr}`]) {
+        assert.ok(tags.includes(tag), `${tag} in ${entry.cacheTag}`);
+      }
+      assert.equal(entry.cacheControl, "max-age=60");
+      assert.equal(entry.body.classification.address, stack.cells[3].addr);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("a 404 answer is cached: 100 requests, 1 service call, all at the legacy cell", async () => {
+    const stack = await startStack();
+    try {
+      for (let i = 0; i < 100; i++) {
+        const r = await cellFor(stack, 99);
+        assert.equal(r.cell, "1");
+      }
+      const s = await stats(stack);
+      assert.equal(s.classify_calls, 1);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("no-store answers are used but never cached", async () => {
+    const stack = await startStack({ topology: { cacheControl: "no-store" } });
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await cellFor(stack, 2)).cell, "2");
+      assert.equal((await stats(stack)).classify_calls, 3);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("50 concurrent requests for one uncached key make one service call", async () => {
+    const stack = await startStack();
+    try {
+      await faults(stack, { latency_ms: 200 });
+      const results = await Promise.all(Array.from({ length: 50 }, () => cellFor(stack, 2)));
+      assert.deepEqual(new Set(results.map((r) => r.cell)), new Set(["2"]));
+      assert.equal((await stats(stack)).classify_calls, 1);
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe("Topology Service failures", () => {
+  // Per attempt 300 ms, 2 retries, back-off 50/100 ms (+ jitter): the worst
+  // case is 3 × 300 + 150 = 1050 ms of added latency.
+  const WORST_CASE_MS = 1050;
+
+  test("service down: every request still answered, no 5xx, bounded extra latency, stale entries preferred", async () => {
+    const stack = await startStack({ topology: { cacheControl: "max-age=1" }, vars: { GITLAB_CACHE_STALE_IF_ERROR_SECONDS: "300" } });
+    try {
+      assert.equal((await cellFor(stack, 2)).cell, "2");
+      await sleep(1200); // cell-2's entry is now expired but within the stale window
+      await faults(stack, { refuse_connections: true });
+      const stale = await cellFor(stack, 2, { path: "/stale" });
+      assert.equal(stale.cell, "2", "an expired entry stands in for the failing service");
+      assert.equal((await waitForLog(stack, (l) => l.path === "/stale")).cache, "stale");
+
+      for (let i = 0; i < 10; i++) {
+        const r = await cellFor(stack, 3, { path: `/down-${i}` });
+        assert.equal(r.status, 200);
+        assert.equal(r.cell, "1", "unknown keys fall back to the legacy cell");
+        assert.ok(r.ms < WORST_CASE_MS + 500, `took ${r.ms} ms`);
+      }
+      const line = await waitForLog(stack, (l) => l.path === "/down-0");
+      assert.equal(line.cache, "fallback");
+      assert.equal(line.attempts, 3);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("service slow: each attempt times out, retries are counted, latency stays bounded", async () => {
+    const stack = await startStack();
+    try {
+      await faults(stack, { latency_ms: 2000 });
+      const r = await cellFor(stack, 2, { path: "/slow" });
+      assert.equal(r.cell, "1");
+      assert.ok(r.ms >= 900 && r.ms < WORST_CASE_MS + 500, `took ${r.ms} ms`);
+      const line = await waitForLog(stack, (l) => l.path === "/slow");
+      assert.equal(line.attempts, 3);
+      assert.equal(line.cache, "fallback");
+      assert.match(line.error, /timed out/);
+      assert.equal((await stats(stack)).classify_calls, 3);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("a 5xx then a success: the retry succeeds", async () => {
+    const stack = await startStack();
+    try {
+      await faults(stack, { fail_next: 1, error_status: 503 });
+      const r = await cellFor(stack, 2, { path: "/retried" });
+      assert.equal(r.cell, "2");
+      const line = await waitForLog(stack, (l) => l.path === "/retried");
+      assert.equal(line.attempts, 2);
+      assert.equal(line.cache, "service");
+      assert.equal((await stats(stack)).classify_calls, 2);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("4xx answers are not retried", async () => {
+    const stack = await startStack({ topology: {} });
+    try {
+      await faults(stack, { fail_next: 1, error_status: 429 });
+      const r = await cellFor(stack, 2, { path: "/429" });
+      assert.equal(r.cell, "1");
+      assert.equal((await stats(stack)).classify_calls, 1);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("the Cloudflare Access service token is sent to the Topology Service and never to a cell", async () => {
+    const stack = await startStack({ vars: { GITLAB_TOPOLOGY_SERVICE_CLIENT_ID: "id-123.access", GITLAB_TOPOLOGY_SERVICE_CLIENT_SECRET: "s3cret" } });
+    try {
+      const res = await request(`${stack.url}/`, { headers: { cookie: sessionCookie(2) } });
+      const echo = res.json();
+      assert.equal(echo.cell, "2");
+      assert.doesNotMatch(JSON.stringify(echo.headers), /s3cret|id-123/);
+      const s = await stats(stack);
+      assert.equal(s.last_requests.at(-1).headers["cf-access-client-id"], "id-123.access");
+    } finally {
+      await stack.stop();
+    }
+  });
+});
