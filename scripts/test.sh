@@ -13,7 +13,7 @@ cargo test --workspace --exclude gitlab-http-router --quiet
 
 echo "==> building the worker and the local stack" >&2
 bash scripts/build-worker.sh
-cargo build --quiet -p devstack
+cargo build --quiet -p devstack -p rulesctl
 
 echo "==> end-to-end tests through workerd" >&2
 suites=(tests/e2e)

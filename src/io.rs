@@ -16,6 +16,22 @@ pub fn global_fetch(request: &Request) -> js_sys::Promise {
     global.fetch_with_request(request)
 }
 
+/// A random (v4) UUID from the platform's CSPRNG, for signature ids.
+pub fn random_uuid() -> String {
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    global
+        .crypto()
+        .map(|c| c.random_uuid())
+        .unwrap_or_else(|_| {
+            // Never reached on workerd; still unique enough to not break routing.
+            format!(
+                "{:x}-{:x}",
+                js_sys::Date::now() as u64,
+                (js_sys::Math::random() * 1e15) as u64
+            )
+        })
+}
+
 /// `POST {url}/v1/classify`, with the Cloudflare Access service token.
 pub struct FetchTransport {
     endpoint: String,

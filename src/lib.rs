@@ -12,13 +12,14 @@ mod io;
 use std::cell::OnceCell;
 use std::rc::Rc;
 
-use router_core::config::Config;
+use router_core::config::{Config, SigningPolicy};
 use router_core::forward::{
     self, AllowList, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 use router_core::log::RequestLog;
 use router_core::resolve::{CacheLevel, Resolver};
 use router_core::ruleset::HeaderInterest;
+use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
 use router_core::{Action, RequestParts, RouterError, Ruleset};
 use wasm_bindgen::JsCast;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
@@ -257,9 +258,42 @@ async fn route(iso: &Isolate, req: Request) -> Response {
                     &parts.path,
                     &parts.query,
                 );
+                let signature = match (&iso.config.signer, iso.config.signing_policy) {
+                    (Ok(Some(signer)), _) => Some(signer.sign(&SignedRequest {
+                        audience: &address,
+                        method: &parts.method,
+                        path: &parts.path,
+                        query: &parts.query,
+                        rule: log.rule,
+                        classify_type: rule_type,
+                        jti: &io::random_uuid(),
+                        now_ms: js_sys::Date::now() as u64,
+                    })),
+                    (_, SigningPolicy::Required) => None,
+                    (_, SigningPolicy::Optional) => Some(String::new()),
+                };
                 log.upstream = Some(address);
                 let action = log.action;
-                match proxy(req, &url, &public_host, &public_proto, action, rule_type).await {
+                let Some(signature) = signature else {
+                    log.error = Some(
+                        "request signing is required but no valid signing key is configured".into(),
+                    );
+                    log.status = Some(503);
+                    web_sys::console::log_1(&log.to_json().into());
+                    return text_response(503, "gitlab-http-router: request signing unavailable\n");
+                };
+                let signature = (!signature.is_empty()).then_some(signature.as_str());
+                match proxy(
+                    req,
+                    &url,
+                    &public_host,
+                    &public_proto,
+                    action,
+                    rule_type,
+                    signature,
+                )
+                .await
+                {
                     Ok(resp) => resp,
                     Err(e) => {
                         log.error = Some(format!("upstream fetch failed: {e}"));
@@ -284,6 +318,7 @@ async fn proxy(
     public_proto: &str,
     action: &str,
     rule_type: Option<&str>,
+    signature: Option<&str>,
 ) -> Result<Response, String> {
     let js_err = |e: wasm_bindgen::JsValue| format!("{e:?}");
     let incoming = req.headers();
@@ -302,6 +337,9 @@ async fn proxy(
     headers.set(RULE_ACTION_HEADER, action).map_err(js_err)?;
     if let Some(t) = rule_type {
         headers.set(RULE_TYPE_HEADER, t).map_err(js_err)?;
+    }
+    if let Some(sig) = signature {
+        headers.set(SIGNATURE_HEADER, sig).map_err(js_err)?;
     }
 
     let init = RequestInit::new();

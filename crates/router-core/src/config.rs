@@ -25,10 +25,23 @@ pub mod vars {
     pub const CACHE_NEGATIVE_TTL: &str = "GITLAB_CACHE_NEGATIVE_TTL_SECONDS";
     pub const CACHE_STALE: &str = "GITLAB_CACHE_STALE_IF_ERROR_SECONDS";
     pub const MEMORY_ENTRIES: &str = "GITLAB_MEMORY_CACHE_ENTRIES";
+    pub const SIGNING_KEY: &str = "GITLAB_ROUTER_SIGNING_KEY";
+    pub const SIGNING_POLICY: &str = "GITLAB_ROUTER_SIGNING_POLICY";
+    pub const SIGNATURE_TTL: &str = "GITLAB_ROUTER_SIGNATURE_TTL_SECONDS";
+    pub const SIGNING_ISSUER: &str = "GITLAB_ROUTER_SIGNING_ISSUER";
+}
+
+/// What the router does when it cannot sign (no key, or a malformed one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SigningPolicy {
+    /// Refuse to proxy: 503. For cells that only accept signed requests.
+    Required,
+    /// Forward unsigned (logged at start-up): for a migration period.
+    Optional,
 }
 
 /// Everything the edge needs, parsed once per isolate.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Config {
     pub rules_config: Option<String>,
     pub topology_url: Option<String>,
@@ -42,6 +55,9 @@ pub struct Config {
     pub client_secret: Option<String>,
     pub client: ClientPolicy,
     pub cache: CachePolicy,
+    /// Result of parsing the signing key; `Ok(None)` when none is set.
+    pub signer: Result<Option<crate::signing::Signer>, String>,
+    pub signing_policy: SigningPolicy,
 }
 
 impl Config {
@@ -149,6 +165,45 @@ impl Config {
             stale_if_error: number(vars::CACHE_STALE, cache_defaults.stale_if_error, 0, 86_400),
         };
 
+        let ttl = number(vars::SIGNATURE_TTL, 60, 1, 3600);
+        let signing_policy = match get(vars::SIGNING_POLICY).as_deref() {
+            None | Some("optional") => SigningPolicy::Optional,
+            Some("required") => SigningPolicy::Required,
+            Some(other) => {
+                problems.push(format!(
+                    "{}: {other:?} is neither required nor optional; using required",
+                    vars::SIGNING_POLICY
+                ));
+                SigningPolicy::Required
+            }
+        };
+        let issuer = get(vars::SIGNING_ISSUER).unwrap_or_else(|| "gitlab-http-router".to_string());
+        let signer = match get(vars::SIGNING_KEY) {
+            None => Ok(None),
+            Some(key) => crate::signing::Signer::from_base64(&key, &issuer, ttl).map(Some),
+        };
+        match (&signer, signing_policy) {
+            (Err(e), SigningPolicy::Required) => problems.push(format!(
+                "{}: {e}; every request is refused (503) until it is fixed",
+                vars::SIGNING_KEY
+            )),
+            (Err(e), SigningPolicy::Optional) => problems.push(format!(
+                "{}: {e}; requests are forwarded unsigned",
+                vars::SIGNING_KEY
+            )),
+            (Ok(None), SigningPolicy::Required) => problems.push(format!(
+                "{} is not set but {} is required: every request is refused (503)",
+                vars::SIGNING_KEY,
+                vars::SIGNING_POLICY
+            )),
+            (Ok(None), SigningPolicy::Optional) => problems.push(format!(
+                "{} is not set: requests are forwarded unsigned ({}=optional)",
+                vars::SIGNING_KEY,
+                vars::SIGNING_POLICY
+            )),
+            (Ok(Some(_)), _) => {}
+        }
+
         let config = Config {
             rules_config: get(vars::RULES_CONFIG),
             topology_url,
@@ -159,6 +214,8 @@ impl Config {
             client_secret: get(vars::CLIENT_SECRET),
             client,
             cache,
+            signer,
+            signing_policy,
         };
         (config, problems)
     }
@@ -186,8 +243,15 @@ mod tests {
             ("GITLAB_UPSTREAM_SCHEME", "http"),
             ("GITLAB_ALLOWED_UPSTREAMS", "127.0.0.1:9102,127.0.0.1:9103"),
             ("GITLAB_TOPOLOGY_TIMEOUT_MS", "250"),
+            (
+                "GITLAB_ROUTER_SIGNING_KEY",
+                "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+            ),
+            ("GITLAB_ROUTER_SIGNING_POLICY", "required"),
         ]);
         assert!(problems.is_empty(), "{problems:?}");
+        assert!(matches!(c.signer, Ok(Some(_))));
+        assert_eq!(c.signing_policy, SigningPolicy::Required);
         assert_eq!(c.topology_url.as_deref(), Some("http://127.0.0.1:9096"));
         assert_eq!(c.upstream_scheme, "http");
         assert_eq!(c.client.timeout_ms, 250);
@@ -208,8 +272,25 @@ mod tests {
         assert_eq!(c.topology_url, None);
         assert_eq!(c.client.retries, ClientPolicy::default().retries);
         assert!(c.allowed_upstreams.is_empty());
-        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert_eq!(problems.len(), 6, "{problems:#?}");
         assert!(problems.iter().all(|p| p.starts_with("GITLAB_")));
+    }
+
+    #[test]
+    fn signing_policy_is_explicit_about_a_missing_or_bad_key() {
+        let (c, problems) = read(&[
+            ("GITLAB_PROXY_HOST", "legacy"),
+            ("GITLAB_ROUTER_SIGNING_POLICY", "required"),
+        ]);
+        assert!(matches!(c.signer, Ok(None)));
+        assert!(problems[0].contains("refused (503)"), "{problems:?}");
+        let (c, problems) = read(&[
+            ("GITLAB_PROXY_HOST", "legacy"),
+            ("GITLAB_ROUTER_SIGNING_KEY", "short"),
+        ]);
+        assert!(c.signer.is_err());
+        assert_eq!(c.signing_policy, SigningPolicy::Optional);
+        assert!(problems[0].contains("forwarded unsigned"), "{problems:?}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod log;
 pub mod request;
 pub mod resolve;
 pub mod ruleset;
+pub mod signing;
 pub mod template;
 pub mod token;
 pub mod topology;

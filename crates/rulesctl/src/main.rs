@@ -11,6 +11,7 @@ mod explain;
 mod out;
 mod request;
 mod rules;
+mod signature;
 mod token;
 mod validate;
 
@@ -26,6 +27,7 @@ usage:
   rulesctl diff OLD NEW --requests FILE [--json]
   rulesctl token --cell ID [--prefix glpat-] [--field k=v]... [--seed N]
   rulesctl token --decode TOKEN
+  rulesctl signature keygen | public-key --key-file F | verify ... TOKEN
   rulesctl help [COMMAND]
 
 A NAME is rules/NAME.json in the nearest rules/ directory (or --rules-dir
@@ -40,6 +42,7 @@ fn help_for(command: &str) -> Option<&'static str> {
         "explain" => explain::HELP,
         "diff" => diff::HELP,
         "token" => token::HELP,
+        "signature" => signature::HELP,
         _ => return None,
     })
 }
@@ -105,8 +108,9 @@ fn run(mut argv: Vec<String>) -> cli::Outcome<i32> {
         "explain" => explain::run(Args::new(argv)),
         "diff" => diff::run(Args::new(argv)),
         "token" => token::run(Args::new(argv)),
+        "signature" => signature::run(Args::new(argv)),
         other => Err(Failure::usage(format!(
-            "unknown command {other:?} (commands: validate, explain, diff, token, help)"
+            "unknown command {other:?} (commands: validate, explain, diff, token, signature, help)"
         ))),
     }
 }

@@ -134,7 +134,7 @@ fn number(what: &str, value: &str) -> Outcome<u64> {
     })
 }
 
-fn urandom() -> Outcome<[u8; 16]> {
+pub fn urandom() -> Outcome<[u8; 16]> {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))

@@ -1,0 +1,502 @@
+//! Signed proxied requests: the router vouches for every request it sends
+//! to a cell with a short-lived Ed25519 JWT (made with `jwt-compact`), so a
+//! cell on the public internet can refuse anything that did not come
+//! through the router (zero trust).
+//!
+//! The token travels in [`SIGNATURE_HEADER`]. Its claims bind it to one
+//! request: the audience is the cell address, `mth` the method and `pqh`
+//! the SHA-256 of the path and query, with `iat`/`exp` a few seconds apart
+//! and a unique `jti` a cell may use to refuse replays. [`verify`] is what a
+//! cell (or its nginx auth hook, through `rulesctl signature verify`) runs.
+
+use std::fmt;
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use chrono::{DateTime, TimeZone, Utc};
+use ed25519_compact::{KeyPair, SecretKey, Seed};
+use jwt_compact::alg::Ed25519;
+use jwt_compact::{AlgorithmExt as _, Claims, Header, TimeOptions, UntrustedToken};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use ed25519_compact::PublicKey;
+
+/// The request header that carries the router's signature.
+pub const SIGNATURE_HEADER: &str = "x-gitlab-http-router-signature";
+
+/// Claims of a signed request, besides `iat` and `exp`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestClaims {
+    pub iss: String,
+    /// The cell address (`host[:port]`) the request was sent to.
+    pub aud: String,
+    /// Unique per request.
+    pub jti: String,
+    /// HTTP method.
+    pub mth: String,
+    /// base64url(SHA-256(path + "?" + query)), or of the path alone when
+    /// there is no query.
+    pub pqh: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The classify type, or the claim key, when the rule classified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typ: Option<String>,
+}
+
+/// The hash that binds a token to a path and query.
+pub fn path_query_hash(path: &str, query: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(path.as_bytes());
+    if !query.is_empty() {
+        hasher.update(b"?");
+        hasher.update(query.as_bytes());
+    }
+    URL_SAFE_NO_PAD.encode(hasher.finalize())
+}
+
+fn decode_key_bytes(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim();
+    STANDARD
+        .decode(text)
+        .ok()
+        .or_else(|| URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).ok())
+}
+
+fn datetime(unix_ms: u64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(unix_ms as i64)
+        .single()
+        .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+}
+
+/// Signs proxied requests; parsed once per isolate.
+pub struct Signer {
+    key: SecretKey,
+    issuer: String,
+    ttl_secs: u32,
+}
+
+impl fmt::Debug for Signer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signer")
+            .field("issuer", &self.issuer)
+            .field("ttl_secs", &self.ttl_secs)
+            .field("public_key", &self.public_key_base64())
+            .finish()
+    }
+}
+
+/// What one signature covers.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedRequest<'a> {
+    pub audience: &'a str,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: &'a str,
+    pub rule: Option<&'a str>,
+    pub classify_type: Option<&'a str>,
+    pub jti: &'a str,
+    pub now_ms: u64,
+}
+
+impl Signer {
+    /// A signer from a base64 Ed25519 key: the 32-byte seed, or the 64-byte
+    /// secret key (seed followed by public key).
+    pub fn from_base64(key: &str, issuer: &str, ttl_secs: u32) -> Result<Signer, String> {
+        let bytes = decode_key_bytes(key).ok_or("the signing key is not base64")?;
+        let key = match bytes.len() {
+            32 => {
+                let seed = Seed::from_slice(&bytes).map_err(|e| e.to_string())?;
+                KeyPair::from_seed(seed).sk
+            }
+            64 => SecretKey::from_slice(&bytes)
+                .map_err(|e| format!("the signing key is not an Ed25519 key: {e}"))?,
+            n => return Err(format!(
+                "the signing key has {n} bytes; an Ed25519 seed has 32 (or 64 with the public key)"
+            )),
+        };
+        // A 64-byte key whose halves do not belong together would sign
+        // tokens nobody can verify: refuse it now.
+        key.validate_public_key(&key.public_key())
+            .map_err(|e| format!("the signing key is inconsistent: {e}"))?;
+        Ok(Signer {
+            key,
+            issuer: issuer.to_string(),
+            ttl_secs: ttl_secs.max(1),
+        })
+    }
+
+    /// The public key cells verify with, base64.
+    pub fn public_key_base64(&self) -> String {
+        STANDARD.encode(self.key.public_key().as_ref())
+    }
+
+    /// The compact JWT for one request.
+    pub fn sign(&self, request: &SignedRequest) -> String {
+        let claims = RequestClaims {
+            iss: self.issuer.clone(),
+            aud: request.audience.to_string(),
+            jti: request.jti.to_string(),
+            mth: request.method.to_string(),
+            pqh: path_query_hash(request.path, request.query),
+            rule: request.rule.map(str::to_string),
+            typ: request.classify_type.map(str::to_string),
+        };
+        let now = datetime(request.now_ms);
+        let options = TimeOptions::new(chrono::Duration::zero(), move || now);
+        let claims = Claims::new(claims).set_duration_and_issuance(
+            &options,
+            chrono::Duration::seconds(i64::from(self.ttl_secs)),
+        );
+        // Signing cannot fail for Ed25519 with serialisable claims; an
+        // empty header would only make the request fail verification.
+        Ed25519
+            .token(&Header::empty().with_token_type("JWT"), &claims, &self.key)
+            .unwrap_or_default()
+    }
+}
+
+/// A verified token: its claims and validity window (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub claims: RequestClaims,
+    pub issued_at: Option<i64>,
+    pub expires_at: Option<i64>,
+}
+
+/// Why a signature was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerifyError {
+    Malformed(String),
+    WrongAlgorithm(String),
+    BadSignature,
+    Expired,
+    NotYetValid,
+    WrongAudience { expected: String, got: String },
+    WrongMethod { expected: String, got: String },
+    WrongPath,
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerifyError::Malformed(e) => write!(f, "malformed token: {e}"),
+            VerifyError::WrongAlgorithm(a) => write!(f, "algorithm {a:?} is not EdDSA"),
+            VerifyError::BadSignature => write!(f, "bad signature"),
+            VerifyError::Expired => write!(f, "token expired"),
+            VerifyError::NotYetValid => write!(f, "token issued in the future"),
+            VerifyError::WrongAudience { expected, got } => {
+                write!(f, "audience {got:?} is not {expected:?}")
+            }
+            VerifyError::WrongMethod { expected, got } => {
+                write!(f, "method {got:?} is not {expected:?}")
+            }
+            VerifyError::WrongPath => write!(f, "token was made for another path or query"),
+        }
+    }
+}
+
+impl std::error::Error for VerifyError {}
+
+/// Parses a base64 Ed25519 public key.
+pub fn public_key_from_base64(text: &str) -> Result<PublicKey, String> {
+    let bytes = decode_key_bytes(text).ok_or("the public key is not base64")?;
+    PublicKey::from_slice(&bytes).map_err(|e| format!("not an Ed25519 public key: {e}"))
+}
+
+/// What a cell checks: signature, algorithm, expiry (with `leeway_secs`),
+/// audience, method, and the path-and-query hash.
+#[allow(clippy::too_many_arguments)]
+pub fn verify(
+    token: &str,
+    public_key: &PublicKey,
+    audience: &str,
+    method: &str,
+    path: &str,
+    query: &str,
+    now_ms: u64,
+    leeway_secs: u32,
+) -> Result<Verified, VerifyError> {
+    let untrusted =
+        UntrustedToken::new(token).map_err(|e| VerifyError::Malformed(e.to_string()))?;
+    if untrusted.algorithm() != "EdDSA" {
+        return Err(VerifyError::WrongAlgorithm(
+            untrusted.algorithm().to_string(),
+        ));
+    }
+    let token = Ed25519
+        .validator::<RequestClaims>(public_key)
+        .validate(&untrusted)
+        .map_err(|e| match e {
+            jwt_compact::ValidationError::InvalidSignature => VerifyError::BadSignature,
+            other => VerifyError::Malformed(other.to_string()),
+        })?;
+    let now = datetime(now_ms);
+    let options = TimeOptions::new(
+        chrono::Duration::seconds(i64::from(leeway_secs)),
+        move || now,
+    );
+    let claims = token.claims();
+    claims.validate_expiration(&options).map_err(|e| match e {
+        jwt_compact::ValidationError::Expired => VerifyError::Expired,
+        other => VerifyError::Malformed(other.to_string()),
+    })?;
+    if let Some(iat) = claims.issued_at {
+        if iat > now + chrono::Duration::seconds(i64::from(leeway_secs)) {
+            return Err(VerifyError::NotYetValid);
+        }
+    }
+    let custom = &claims.custom;
+    if !custom.aud.eq_ignore_ascii_case(audience) {
+        return Err(VerifyError::WrongAudience {
+            expected: audience.to_string(),
+            got: custom.aud.clone(),
+        });
+    }
+    if !custom.mth.eq_ignore_ascii_case(method) {
+        return Err(VerifyError::WrongMethod {
+            expected: method.to_string(),
+            got: custom.mth.clone(),
+        });
+    }
+    if custom.pqh != path_query_hash(path, query) {
+        return Err(VerifyError::WrongPath);
+    }
+    Ok(Verified {
+        claims: custom.clone(),
+        issued_at: claims.issued_at.map(|t| t.timestamp()),
+        expires_at: claims.expiration.map(|t| t.timestamp()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="; // bytes 0..32
+    const NOW: u64 = 1_800_000_000_000;
+
+    fn signer() -> Signer {
+        Signer::from_base64(SEED, "gitlab-http-router", 30).unwrap()
+    }
+
+    fn request<'a>() -> SignedRequest<'a> {
+        SignedRequest {
+            audience: "cell-2.example.com",
+            method: "POST",
+            path: "/api/v4/projects",
+            query: "a=1",
+            rule: Some("private_token"),
+            classify_type: Some("CELL_ID"),
+            jti: "6f1c2d3e-0000-4000-8000-000000000001",
+            now_ms: NOW,
+        }
+    }
+
+    fn check(
+        token: &str,
+        key: &PublicKey,
+        aud: &str,
+        method: &str,
+        path: &str,
+        query: &str,
+        now: u64,
+    ) -> Result<RequestClaims, VerifyError> {
+        verify(token, key, aud, method, path, query, now, 5).map(|v| v.claims)
+    }
+
+    #[test]
+    fn a_fresh_token_verifies_and_carries_the_request() {
+        let s = signer();
+        let token = s.sign(&request());
+        let key = public_key_from_base64(&s.public_key_base64()).unwrap();
+        let claims = check(
+            &token,
+            &key,
+            "cell-2.example.com",
+            "POST",
+            "/api/v4/projects",
+            "a=1",
+            NOW + 1000,
+        )
+        .unwrap();
+        assert_eq!(claims.rule.as_deref(), Some("private_token"));
+        assert_eq!(claims.typ.as_deref(), Some("CELL_ID"));
+        assert_eq!(claims.iss, "gitlab-http-router");
+        assert_eq!(claims.jti, "6f1c2d3e-0000-4000-8000-000000000001");
+        assert_eq!(UntrustedToken::new(&token).unwrap().algorithm(), "EdDSA");
+    }
+
+    #[test]
+    fn expiry_audience_path_method_and_key_are_enforced() {
+        let s = signer();
+        let token = s.sign(&request());
+        let key = public_key_from_base64(&s.public_key_base64()).unwrap();
+        assert_eq!(
+            check(
+                &token,
+                &key,
+                "cell-2.example.com",
+                "POST",
+                "/api/v4/projects",
+                "a=1",
+                NOW + 36_000
+            ),
+            Err(VerifyError::Expired)
+        );
+        assert!(matches!(
+            check(
+                &token,
+                &key,
+                "cell-3.example.com",
+                "POST",
+                "/api/v4/projects",
+                "a=1",
+                NOW
+            ),
+            Err(VerifyError::WrongAudience { .. })
+        ));
+        assert_eq!(
+            check(
+                &token,
+                &key,
+                "cell-2.example.com",
+                "POST",
+                "/api/v4/projects",
+                "a=2",
+                NOW
+            ),
+            Err(VerifyError::WrongPath)
+        );
+        assert_eq!(
+            check(
+                &token,
+                &key,
+                "cell-2.example.com",
+                "POST",
+                "/api/v4/users",
+                "a=1",
+                NOW
+            ),
+            Err(VerifyError::WrongPath)
+        );
+        assert!(matches!(
+            check(
+                &token,
+                &key,
+                "cell-2.example.com",
+                "DELETE",
+                "/api/v4/projects",
+                "a=1",
+                NOW
+            ),
+            Err(VerifyError::WrongMethod { .. })
+        ));
+        assert_eq!(
+            check(
+                &token,
+                &key,
+                "cell-2.example.com",
+                "POST",
+                "/api/v4/projects",
+                "a=1",
+                NOW - 60_000
+            ),
+            Err(VerifyError::NotYetValid)
+        );
+
+        let other =
+            Signer::from_base64("BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=", "x", 30).unwrap();
+        let wrong_key = public_key_from_base64(&other.public_key_base64()).unwrap();
+        assert_eq!(
+            check(
+                &token,
+                &wrong_key,
+                "cell-2.example.com",
+                "POST",
+                "/api/v4/projects",
+                "a=1",
+                NOW
+            ),
+            Err(VerifyError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn tampered_and_foreign_tokens_are_refused() {
+        let s = signer();
+        let key = public_key_from_base64(&s.public_key_base64()).unwrap();
+        let token = s.sign(&request());
+        let (head, rest) = token.split_once('.').unwrap();
+        let (payload, sig) = rest.split_once('.').unwrap();
+        let mut claims: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+        claims["aud"] = "evil.example.com".into();
+        let forged = format!(
+            "{head}.{}.{sig}",
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        assert_eq!(
+            check(
+                &forged,
+                &key,
+                "evil.example.com",
+                "POST",
+                "/api/v4/projects",
+                "a=1",
+                NOW
+            ),
+            Err(VerifyError::BadSignature)
+        );
+
+        let none = format!("{}.{payload}.", URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#));
+        assert_eq!(
+            check(
+                &none,
+                &key,
+                "cell-2.example.com",
+                "POST",
+                "/api/v4/projects",
+                "a=1",
+                NOW
+            ),
+            Err(VerifyError::WrongAlgorithm("none".into()))
+        );
+        for garbage in ["", "a.b", "a.b.c", "...."] {
+            assert!(
+                check(garbage, &key, "cell-2.example.com", "POST", "/", "", NOW).is_err(),
+                "{garbage}"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_are_checked_when_parsed() {
+        assert!(Signer::from_base64("not base64!", "i", 30)
+            .unwrap_err()
+            .contains("base64"));
+        assert!(Signer::from_base64("AAAA", "i", 30)
+            .unwrap_err()
+            .contains("32"));
+        let s = signer();
+        let mut full = STANDARD.decode(SEED).unwrap();
+        full.extend(STANDARD.decode(s.public_key_base64()).unwrap());
+        assert!(Signer::from_base64(&STANDARD.encode(&full), "i", 30).is_ok());
+        full[40] ^= 1;
+        assert!(
+            Signer::from_base64(&STANDARD.encode(&full), "i", 30).is_err(),
+            "mismatched halves"
+        );
+        assert!(public_key_from_base64("AAAA").is_err());
+    }
+
+    #[test]
+    fn path_hash_is_the_hash_of_the_request_target() {
+        // A path never holds a raw "?", so "path?query" is unambiguous.
+        let target = URL_SAFE_NO_PAD.encode(Sha256::digest(b"/a/b?x=1&y=2"));
+        assert_eq!(path_query_hash("/a/b", "x=1&y=2"), target);
+        assert_ne!(path_query_hash("/a/b", "x=1&y=3"), target);
+        assert_ne!(path_query_hash("/a/b", ""), path_query_hash("/a/b", "x"));
+    }
+}
