@@ -19,6 +19,14 @@ for tool in "$WASM_BINDGEN_BIN" "$WASM_OPT_BIN" "$ESBUILD_BIN"; do
   [ -x "$tool" ] || { echo "missing $tool: run scripts/setup.sh" >&2; exit 1; }
 done
 worker-build --release
+# worker-build keeps the wasm names section (function names for stack
+# traces, ~40 KiB gzip); drop it unless KEEP_WASM_NAMES is set. Panic
+# messages keep their text and location either way.
+if [ -z "${KEEP_WASM_NAMES:-}" ]; then
+  "$WASM_OPT_BIN" build/index_bg.wasm --strip-debug -o build/index_bg.wasm \
+    --enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int \
+    --enable-bulk-memory --enable-multivalue --enable-reference-types --enable-exception-handling
+fi
 raw=$(wc -c < build/index_bg.wasm)
 gz=$(gzip -9 -c build/index_bg.wasm | wc -c)
 echo "worker built: build/index_bg.wasm $((raw / 1024)) KiB raw, $((gz / 1024)) KiB gzip" >&2
