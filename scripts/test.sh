@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+bash scripts/setup.sh --registry
 
 echo "==> native tests (cargo test)" >&2
 cargo test --workspace --exclude gitlab-http-router --quiet

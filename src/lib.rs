@@ -20,7 +20,7 @@ use router_core::log::RequestLog;
 use router_core::resolve::{CacheLevel, Resolver};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
-use router_core::{Action, RequestParts, RouterError, Ruleset};
+use router_core::{Action, Decision, RequestParts, RouterError, Ruleset};
 use wasm_bindgen::JsCast;
 use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
 use worker::{event, Context, Env};
@@ -203,10 +203,25 @@ async fn route(iso: &Isolate, req: Request) -> Response {
     };
 
     let decision = iso.ruleset.as_ref().map(|r| r.decide(&parts));
+    if let Some(
+        d @ Decision {
+            action: Action::Reject { status, message },
+            ..
+        },
+    ) = &decision
+    {
+        log.rule = d.rule_id;
+        log.action = "reject";
+        log.status = Some(*status);
+        web_sys::console::log_1(&log.to_json().into());
+        return text_response(*status, &format!("{message}\n"));
+    }
     let mut rule_type: Option<&str> = None;
     let target: Result<Option<String>, RouterError> = match decision.as_ref().map(|d| &d.action) {
         None => Ok(None),
         Some(Action::Proxy { address }) => Ok(address.map(str::to_string)),
+        // Answered above.
+        Some(Action::Reject { .. }) => Ok(None),
         Some(Action::Classify(request)) => {
             rule_type = Some(request.kind.rule_type_header());
             log.classify_type = Some(request.kind.name());

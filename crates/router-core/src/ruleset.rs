@@ -77,6 +77,19 @@ struct RuleSpec {
     classify: Option<ClassifySpec>,
     #[serde(default)]
     proxy: Option<ProxySpec>,
+    #[serde(default)]
+    reject: Option<RejectSpec>,
+}
+
+/// `"action": "reject"`: the router answers the request itself with a
+/// client error, e.g. a repository name a registry would decode
+/// differently from the rules.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RejectSpec {
+    status: u16,
+    #[serde(default)]
+    message: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -268,6 +281,10 @@ enum RuleAction {
     Proxy {
         address: Option<String>,
     },
+    Reject {
+        status: u16,
+        message: String,
+    },
     Classify {
         kind: ClassifyKind,
         value: Option<Template>,
@@ -289,6 +306,8 @@ pub enum Action<'r> {
     Proxy { address: Option<&'r str> },
     /// Ask the Topology Service.
     Classify(ClassifyRequest),
+    /// Answer with this client error; nothing is forwarded.
+    Reject { status: u16, message: &'r str },
 }
 
 impl Decision<'_> {
@@ -302,13 +321,18 @@ impl Decision<'_> {
                 Value::Null,
             ),
             Action::Proxy { address } => (Value::Null, serde_json::json!({ "address": address })),
+            Action::Reject { .. } => (Value::Null, Value::Null),
         };
-        serde_json::json!({
+        let mut out = serde_json::json!({
             "rule": self.rule_id,
             "action": self.action.name(),
             "classify": classify,
             "proxy": proxy,
-        })
+        });
+        if let Action::Reject { status, message } = &self.action {
+            out["reject"] = serde_json::json!({ "status": status, "message": message });
+        }
+        out
     }
 }
 
@@ -318,6 +342,7 @@ impl Action<'_> {
         match self {
             Action::Proxy { .. } => "proxy",
             Action::Classify(_) => "classify",
+            Action::Reject { .. } => "reject",
         }
     }
 }
@@ -431,7 +456,7 @@ impl Ruleset {
     pub fn fixed_addresses(&self) -> impl Iterator<Item = &str> {
         self.rules.iter().filter_map(|r| match &r.action {
             RuleAction::Proxy { address } => address.as_deref(),
-            RuleAction::Classify { .. } => None,
+            RuleAction::Classify { .. } | RuleAction::Reject { .. } => None,
         })
     }
 
@@ -589,6 +614,7 @@ fn compile_rule(c: &RuleCompiler, spec: RuleSpec, index: usize) -> Result<Rule, 
         })
         .transpose()?;
 
+    let has_reject_block = spec.reject.is_some();
     let action = match spec.action.to_ascii_lowercase().as_str() {
         "classify" => {
             if spec.proxy.is_some() {
@@ -637,8 +663,39 @@ fn compile_rule(c: &RuleCompiler, spec: RuleSpec, index: usize) -> Result<Rule, 
             }
             RuleAction::Proxy { address }
         }
-        other => return Err(c.err(format!("action: {other:?} is neither classify nor proxy"))),
+        "reject" => {
+            if spec.classify.is_some() || spec.proxy.is_some() {
+                return Err(c.err("action is reject but a classify or proxy block is given"));
+            }
+            let r = spec
+                .reject
+                .ok_or_else(|| c.err("action is reject but there is no reject block"))?;
+            if !(400..=499).contains(&r.status) {
+                return Err(c.err(format!(
+                    "reject.status: {} is not a client error (400..=499)",
+                    r.status
+                )));
+            }
+            let message = r
+                .message
+                .unwrap_or_else(|| "request rejected by the router".to_string());
+            if message.contains(['\r', '\n']) {
+                return Err(c.err("reject.message: must be one line"));
+            }
+            RuleAction::Reject {
+                status: r.status,
+                message,
+            }
+        }
+        other => {
+            return Err(c.err(format!(
+                "action: {other:?} is not classify, proxy or reject"
+            )))
+        }
     };
+    if !matches!(action, RuleAction::Reject { .. }) && has_reject_block {
+        return Err(c.err("a reject block is given but the action is not reject"));
+    }
 
     Ok(Rule {
         id: spec.id.unwrap_or_else(|| format!("rule-{}", index + 1)),
@@ -904,7 +961,7 @@ impl Rule {
             && self.exist.is_empty()
             && self.rollout.is_none()
             && match &self.action {
-                RuleAction::Proxy { .. } => true,
+                RuleAction::Proxy { .. } | RuleAction::Reject { .. } => true,
                 RuleAction::Classify { value, .. } => value
                     .as_ref()
                     .is_none_or(|t| t.segments.iter().all(|s| matches!(s, Segment::Literal(_)))),
@@ -954,6 +1011,10 @@ impl Rule {
         Some(match &self.action {
             RuleAction::Proxy { address } => Action::Proxy {
                 address: address.as_deref(),
+            },
+            RuleAction::Reject { status, message } => Action::Reject {
+                status: *status,
+                message,
             },
             RuleAction::Classify {
                 kind,

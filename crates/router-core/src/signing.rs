@@ -112,9 +112,11 @@ impl Signer {
             }
             64 => SecretKey::from_slice(&bytes)
                 .map_err(|e| format!("the signing key is not an Ed25519 key: {e}"))?,
-            n => return Err(format!(
+            n => {
+                return Err(format!(
                 "the signing key has {n} bytes; an Ed25519 seed has 32 (or 64 with the public key)"
-            )),
+            ))
+            }
         };
         // A 64-byte key whose halves do not belong together would sign
         // tokens nobody can verify: refuse it now.

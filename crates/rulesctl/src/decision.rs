@@ -17,6 +17,8 @@ pub enum ViewAction {
     Classify { body: String, kind: String },
     /// `None` is the legacy cell.
     Proxy { address: Option<String> },
+    /// The router answers this client error itself.
+    Reject { status: u16, message: String },
 }
 
 impl View {
@@ -33,6 +35,13 @@ impl View {
                 "null".to_string(),
                 format!("{{\"address\":{}}}", json_opt(address.as_deref())),
             ),
+            ViewAction::Reject { status, message } => {
+                return format!(
+                    "{{\"rule\":{},\"action\":\"reject\",\"classify\":null,\"proxy\":null,\"reject\":{{\"status\":{status},\"message\":{}}}}}",
+                    json_opt(self.rule.as_deref()),
+                    json_str(message)
+                )
+            }
         };
         format!(
             "{{\"rule\":{},\"action\":{},\"classify\":{classify},\"proxy\":{proxy}}}",
@@ -45,6 +54,7 @@ impl View {
         match self.action {
             ViewAction::Classify { .. } => "classify",
             ViewAction::Proxy { .. } => "proxy",
+            ViewAction::Reject { .. } => "reject",
         }
     }
 
@@ -70,6 +80,7 @@ impl View {
             ViewAction::Proxy { address } => {
                 format!("{} {}", self.rule_label(), View::proxy_label(address))
             }
+            ViewAction::Reject { status, .. } => format!("{} reject {status}", self.rule_label()),
         }
     }
 
@@ -81,6 +92,7 @@ impl View {
             ViewAction::Proxy { address } => {
                 format!("{} {}", self.rule_label(), View::proxy_label(address))
             }
+            ViewAction::Reject { status, .. } => format!("{} reject {status}", self.rule_label()),
         }
     }
 }
@@ -90,6 +102,10 @@ impl From<Decision<'_>> for View {
         let action = match decision.action {
             Action::Proxy { address } => ViewAction::Proxy {
                 address: address.map(str::to_string),
+            },
+            Action::Reject { status, message } => ViewAction::Reject {
+                status,
+                message: message.to_string(),
             },
             Action::Classify(request) => {
                 let mut kind = request.kind.name().to_string();

@@ -345,7 +345,16 @@ fn rejects_what_cannot_work_with_clear_messages() {
         ),
         (
             r#"[{"id": "x", "action": "teleport"}]"#,
-            "neither classify nor proxy",
+            "not classify, proxy or reject",
+        ),
+        (
+            r#"[{"id": "x", "action": "reject", "reject": {"status": 500}}]"#,
+            "not a client error",
+        ),
+        (r#"[{"id": "x", "action": "reject"}]"#, "no reject block"),
+        (
+            r#"[{"id": "x", "action": "proxy", "reject": {"status": 400}}]"#,
+            "the action is not reject",
         ),
         (
             r#"[{"id": "x", "action": "proxy", "proxy": {"address": "http://evil/"}}]"#,
@@ -466,4 +475,31 @@ fn basic_auth_password_is_extracted_then_decoded_as_a_token() {
         "action": "classify", "classify": {"type": "ROUTE", "value": "${o.q}"}}]"#
     )
     .contains("capture group of the extract regex"));
+}
+
+#[test]
+fn reject_answers_a_client_error() {
+    let rules = compile(
+        r#"[{"id": "encoded", "match": {"type": "path", "regexValue": "^/v2/.*%2[Ff]"},
+        "action": "reject", "reject": {"status": 400, "message": "repository names are not percent-encoded"}},
+        {"id": "legacy", "action": "proxy"}]"#,
+    );
+    let d = rules.decide(&get(
+        "https://registry.gitlab.com/v2/a%2Fb/manifests/x",
+        &[],
+    ));
+    assert_eq!(
+        d.action,
+        Action::Reject {
+            status: 400,
+            message: "repository names are not percent-encoded"
+        }
+    );
+    assert_eq!(d.explain()["reject"]["status"], 400);
+    assert_eq!(
+        rules
+            .decide(&get("https://registry.gitlab.com/v2/a/b/manifests/x", &[]))
+            .rule_id,
+        Some("legacy")
+    );
 }
