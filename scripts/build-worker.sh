@@ -6,13 +6,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Deploy jobs ship a build made earlier in the pipeline (and wrangler runs
+# this as its [build] command): SKIP_BUILD=true uses build/ as it is.
+if [ "${SKIP_BUILD:-}" = "true" ] && [ -f build/index_bg.wasm ]; then
+  echo "SKIP_BUILD=true: using build/ as it is" >&2
+  exit 0
+fi
+
 stamp=build/index_bg.wasm
 if [ -f "$stamp" ] && [ -z "${FORCE_BUILD:-}" ] && \
    [ -z "$(find src crates/router-core/src crates/router-core/Cargo.toml rules Cargo.toml Cargo.lock build.rs -newer "$stamp" -print -quit)" ]; then
   echo "build/ is up to date" >&2
   exit 0
 fi
-export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
+export WASM_BINDGEN_BIN="${CARGO_HOME:-$HOME/.cargo}/bin/wasm-bindgen"
 export WASM_OPT_BIN="$PWD/node_modules/.bin/wasm-opt"
 export ESBUILD_BIN="$PWD/node_modules/.bin/esbuild"
 for tool in "$WASM_BINDGEN_BIN" "$WASM_OPT_BIN" "$ESBUILD_BIN"; do

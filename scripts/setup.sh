@@ -17,7 +17,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
 fi
 
 installed_version() { # binary -> its version (last word of --version), or empty
-  "$HOME/.cargo/bin/$1" --version 2>/dev/null | awk '{print $NF}' | sed 's/^v//' || true
+  "${CARGO_HOME:-$HOME/.cargo}/bin/$1" --version 2>/dev/null | awk '{print $NF}' | sed 's/^v//' || true
 }
 
 if [ "$(installed_version worker-build)" != "$WORKER_BUILD_VERSION" ]; then
@@ -38,6 +38,12 @@ if [ "$(cat node_modules/.lock-hash 2>/dev/null || true)" != "$lock_hash" ]; the
   say "installing npm packages from package-lock.json"
   npm ci --no-audit --no-fund --loglevel=error
   echo "$lock_hash" > node_modules/.lock-hash
+fi
+
+# gitlab-ci-local (the pipeline test) copies the work tree with rsync.
+if ! command -v rsync >/dev/null; then
+  say "installing rsync (Debian)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsync >/dev/null
 fi
 
 if [ "${1:-}" = "--registry" ]; then

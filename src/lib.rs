@@ -17,12 +17,14 @@ use router_core::forward::{
     self, AllowList, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 use router_core::log::RequestLog;
+use router_core::request::UrlParts;
 use router_core::resolve::{CacheLevel, Resolver};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
 use router_core::{Action, Decision, RequestParts, RouterError, Ruleset};
+use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use web_sys::{Headers, Request, RequestInit, RequestRedirect, Response, ResponseInit};
+use web_sys::{Headers, Request, Response, ResponseInit};
 use worker::{event, Context, Env};
 
 mod compiled {
@@ -134,17 +136,24 @@ fn log_error(scope: &str, message: &str) {
     web_sys::console::error_1(&line.to_string().into());
 }
 
-/// The parts of the incoming request the rules need.
-fn request_parts(
-    req: &Request,
-    interest: &HeaderInterest,
-) -> Option<(RequestParts, String, String)> {
-    let url = web_sys::Url::new(&req.url()).ok()?;
+/// What the edge knows of the incoming request: the parts the rules see,
+/// plus the public authority and scheme for the forwarded headers.
+struct Incoming {
+    parts: RequestParts,
+    public_host: String,
+    public_proto: &'static str,
+}
+
+/// Reads only what the rules need: one call for the URL (split in Rust),
+/// one for the method, one `get` per header the ruleset names.
+fn incoming(req: &Request, interest: &HeaderInterest) -> Option<Incoming> {
+    let url = req.url();
+    let split = UrlParts::parse(&url)?;
     let mut parts = RequestParts {
         method: req.method(),
-        host: url.hostname().to_ascii_lowercase(),
-        path: url.pathname(),
-        query: url.search().trim_start_matches('?').to_string(),
+        host: split.host.to_ascii_lowercase(),
+        path: split.path.to_string(),
+        query: split.query.to_string(),
         headers: Vec::new(),
     };
     let headers = req.headers();
@@ -156,14 +165,17 @@ fn request_parts(
                 }
             }
         }
-        HeaderInterest::All => {
-            for (name, value) in header_pairs(&headers) {
-                parts.headers.push((name, value));
-            }
-        }
+        HeaderInterest::All => parts.headers = header_pairs(&headers),
     }
-    let proto = url.protocol().trim_end_matches(':').to_string();
-    Some((parts, url.host(), proto))
+    Some(Incoming {
+        public_host: split.authority.to_string(),
+        public_proto: if split.scheme == "https" {
+            "https"
+        } else {
+            "http"
+        },
+        parts,
+    })
 }
 
 fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
@@ -191,7 +203,12 @@ async fn route(iso: &Isolate, req: Request) -> Response {
             ("none", &empty)
         }
     };
-    let Some((parts, public_host, public_proto)) = request_parts(&req, interest) else {
+    let Some(Incoming {
+        parts,
+        public_host,
+        public_proto,
+    }) = incoming(&req, interest)
+    else {
         return text_response(400, "bad request URL\n");
     };
     let mut log = RequestLog {
@@ -298,17 +315,9 @@ async fn route(iso: &Isolate, req: Request) -> Response {
                     return text_response(503, "gitlab-http-router: request signing unavailable\n");
                 };
                 let signature = (!signature.is_empty()).then_some(signature.as_str());
-                match proxy(
-                    req,
-                    &url,
-                    &public_host,
-                    &public_proto,
-                    action,
-                    rule_type,
-                    signature,
-                )
-                .await
-                {
+                let set =
+                    forwarded_headers(&public_host, public_proto, action, rule_type, signature);
+                match proxy(req, &url, set).await {
                     Ok(resp) => resp,
                     Err(e) => {
                         log.error = Some(format!("upstream fetch failed: {e}"));
@@ -324,54 +333,75 @@ async fn route(iso: &Isolate, req: Request) -> Response {
     response
 }
 
-/// Forwards the incoming request to `url`: same method and body stream,
-/// headers cleaned per the forwarding plan, redirects not followed.
-async fn proxy(
-    req: Request,
-    url: &str,
-    public_host: &str,
-    public_proto: &str,
-    action: &str,
-    rule_type: Option<&str>,
-    signature: Option<&str>,
-) -> Result<Response, String> {
-    let js_err = |e: wasm_bindgen::JsValue| format!("{e:?}");
-    let incoming = req.headers();
-    let websocket = forward::is_websocket(incoming.get("upgrade").ok().flatten().as_deref());
-    let tokens = forward::connection_tokens(incoming.get("connection").ok().flatten().as_deref());
-    let headers = Headers::new_with_headers(&incoming).map_err(js_err)?;
-    for (name, _) in header_pairs(&incoming) {
-        if forward::drops_header(&name, &tokens, websocket) {
-            headers.delete(&name).map_err(js_err)?;
-        }
-    }
-    headers.set(X_FORWARDED_HOST, public_host).map_err(js_err)?;
-    headers
-        .set(X_FORWARDED_PROTO, public_proto)
-        .map_err(js_err)?;
-    headers.set(RULE_ACTION_HEADER, action).map_err(js_err)?;
-    if let Some(t) = rule_type {
-        headers.set(RULE_TYPE_HEADER, t).map_err(js_err)?;
-    }
-    if let Some(sig) = signature {
-        headers.set(SIGNATURE_HEADER, sig).map_err(js_err)?;
-    }
+#[wasm_bindgen(inline_js = r#"
+export function forwardRequest(req, url, drop, dropPrefix, set) {
+  const headers = new Headers(req.headers);
+  for (const name of [...headers.keys()]) if (name.startsWith(dropPrefix)) headers.delete(name);
+  for (const name of drop) headers.delete(name);
+  for (let i = 0; i < set.length; i += 2) headers.set(set[i], set[i + 1]);
+  return fetch(url, { method: req.method, headers, body: req.body, redirect: "manual" });
+}
+"#)]
+extern "C" {
+    /// Applies a forwarding plan and fetches, all on the JS side: the
+    /// headers and the body stream never cross into wasm.
+    #[wasm_bindgen(js_name = forwardRequest, catch)]
+    fn forward_request(
+        req: &Request,
+        url: &str,
+        drop: Vec<String>,
+        drop_prefix: &str,
+        set: Vec<String>,
+    ) -> Result<js_sys::Promise, JsValue>;
+}
 
-    let init = RequestInit::new();
-    init.set_method(&req.method());
-    init.set_headers(&headers);
-    init.set_redirect(RequestRedirect::Manual);
-    // The body stream is handed on as is: it never enters wasm.
-    if let Some(body) = req.body() {
-        init.set_body(&body);
-    }
-    let upstream = Request::new_with_str_and_init(url, &init).map_err(js_err)?;
-    let promise = io::global_fetch(&upstream);
+/// Forwards the incoming request to `url`: same method and body stream,
+/// headers cleaned per the core's forwarding plan, redirects not followed.
+async fn proxy(req: Request, url: &str, set: Vec<String>) -> Result<Response, String> {
+    let js_err = |e: JsValue| {
+        js_sys::Reflect::get(&e, &"message".into())
+            .ok()
+            .and_then(|m| m.as_string())
+            .unwrap_or_else(|| format!("{e:?}"))
+    };
+    let incoming = req.headers();
+    let drop = forward::dropped_names(
+        incoming.get("connection").ok().flatten().as_deref(),
+        incoming.get("upgrade").ok().flatten().as_deref(),
+    );
+    let promise =
+        forward_request(&req, url, drop, forward::ROUTER_HEADER_PREFIX, set).map_err(js_err)?;
     let resp: Response = wasm_bindgen_futures::JsFuture::from(promise)
         .await
         .map_err(js_err)?
         .unchecked_into();
     Ok(resp)
+}
+
+/// The headers the router sets on a forwarded request, as name, value
+/// pairs (flattened for the JS side).
+fn forwarded_headers(
+    public_host: &str,
+    public_proto: &str,
+    action: &str,
+    rule_type: Option<&str>,
+    signature: Option<&str>,
+) -> Vec<String> {
+    let mut set = vec![
+        X_FORWARDED_HOST.to_string(),
+        public_host.to_string(),
+        X_FORWARDED_PROTO.to_string(),
+        public_proto.to_string(),
+        RULE_ACTION_HEADER.to_string(),
+        action.to_string(),
+    ];
+    if let Some(t) = rule_type {
+        set.extend([RULE_TYPE_HEADER.to_string(), t.to_string()]);
+    }
+    if let Some(sig) = signature {
+        set.extend([SIGNATURE_HEADER.to_string(), sig.to_string()]);
+    }
+    set
 }
 
 fn text_response(status: u16, body: &str) -> Response {

@@ -12,6 +12,7 @@
 //   api.requests           -> [{method, path, query, json?, text?, parts?, status}]
 //   api.unknown            -> the requests nothing here implements
 //   await api.close()
+// STANDIN_DEBUG=1 logs every call to stderr.
 import http from "node:http";
 import { createHash, randomUUID } from "node:crypto";
 
@@ -20,7 +21,7 @@ const failure = (code, message) => ({ success: false, errors: [{ code, message }
 
 const zoneId = (name) => createHash("md5").update(name).digest("hex");
 
-export async function startStandin({ quiet = true } = {}) {
+export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } = {}) {
   const scripts = new Map(); // name -> script record
   const requests = [];
   const unknown = [];
@@ -175,6 +176,7 @@ export async function startStandin({ quiet = true } = {}) {
       }
     }
     requests.push(record);
+    if (log) process.stderr.write(`cf-api-standin: ${req.method} ${url.pathname}${url.search}\n`);
     const reply = (status, payload) => {
       record.status = status;
       send(res, status, payload);
@@ -307,11 +309,7 @@ export async function startStandin({ quiet = true } = {}) {
       }
     }
     unknown.push(record);
-    if (!quiet || process.env.STANDIN_DEBUG) {
-      console.error(`cf-api-standin: UNKNOWN CALL ${req.method} ${url.pathname}${url.search} -> 404`);
-    } else {
-      process.stderr.write(`cf-api-standin: UNKNOWN CALL ${req.method} ${url.pathname}${url.search} -> 404\n`);
-    }
+    process.stderr.write(`cf-api-standin: UNKNOWN CALL ${req.method} ${url.pathname}${url.search} -> 404\n`);
     record.status = 404;
     return send(res, 404, failure(7003, `cf-api-standin does not implement ${req.method} ${url.pathname}`));
   }

@@ -37,6 +37,53 @@ pub struct CellState {
     requests: AtomicU64,
     websockets: AtomicU64,
     last: Mutex<VecDeque<Value>>,
+    /// HTTP requests (not WebSockets) being handled now: gauge.
+    in_flight: AtomicU64,
+    /// HTTP requests whose handler was dropped before it produced an
+    /// answer: the connection went away while the cell was still working
+    /// (e.g. during `x-demo-delay-ms`).
+    abandoned: AtomicU64,
+    /// Streamed `x-demo-response-bytes` bodies dropped before their end:
+    /// the reader went away mid-answer.
+    responses_cut: AtomicU64,
+    /// WebSocket echo sessions open now: gauge.
+    websockets_open: AtomicU64,
+    /// How the most recent WebSocket sessions ended (see [`ws_end`]).
+    websocket_closes: Mutex<VecDeque<Value>>,
+}
+
+/// Counts one HTTP request in flight; dropped without [`InFlight::answered`]
+/// it counts as abandoned.
+struct InFlight {
+    state: Arc<CellState>,
+    answered: bool,
+}
+
+impl InFlight {
+    fn new(state: Arc<CellState>) -> InFlight {
+        state.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight {
+            state,
+            answered: false,
+        }
+    }
+
+    fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if !self.answered {
+            self.state.abandoned.fetch_add(1, Ordering::SeqCst);
+            eprintln!(
+                "cell {}: request abandoned before its answer (connection closed)",
+                self.state.id
+            );
+        }
+    }
 }
 
 /// Binds a demo cell listener (the caller prints the ready line).
@@ -52,6 +99,11 @@ pub fn serve(id: String, listener: TcpListener) {
         requests: AtomicU64::new(0),
         websockets: AtomicU64::new(0),
         last: Mutex::new(VecDeque::new()),
+        in_flight: AtomicU64::new(0),
+        abandoned: AtomicU64::new(0),
+        responses_cut: AtomicU64::new(0),
+        websockets_open: AtomicU64::new(0),
+        websocket_closes: Mutex::new(VecDeque::new()),
     });
     crate::http::spawn_accept_loop(listener, move |req, _peer| handle(state.clone(), req));
 }
@@ -142,6 +194,11 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body>
                 "requests": state.requests.load(Ordering::SeqCst),
                 "websockets": state.websockets.load(Ordering::SeqCst),
                 "last_requests": *state.last.lock().unwrap(),
+                "in_flight": state.in_flight.load(Ordering::SeqCst),
+                "abandoned": state.abandoned.load(Ordering::SeqCst),
+                "responses_cut": state.responses_cut.load(Ordering::SeqCst),
+                "websockets_open": state.websockets_open.load(Ordering::SeqCst),
+                "websocket_closes": *state.websocket_closes.lock().unwrap(),
             });
             return with_cell_header(&state, json_response(StatusCode::OK, &body));
         }
@@ -149,8 +206,20 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body>
             state.requests.store(0, Ordering::SeqCst);
             state.websockets.store(0, Ordering::SeqCst);
             state.last.lock().unwrap().clear();
-            let body =
-                json!({"cell": state.id, "requests": 0, "websockets": 0, "last_requests": []});
+            state.abandoned.store(0, Ordering::SeqCst);
+            state.responses_cut.store(0, Ordering::SeqCst);
+            state.websocket_closes.lock().unwrap().clear();
+            let body = json!({
+                "cell": state.id,
+                "requests": 0,
+                "websockets": 0,
+                "last_requests": [],
+                "in_flight": state.in_flight.load(Ordering::SeqCst),
+                "abandoned": 0,
+                "responses_cut": 0,
+                "websockets_open": state.websockets_open.load(Ordering::SeqCst),
+                "websocket_closes": [],
+            });
             return with_cell_header(&state, json_response(StatusCode::OK, &body));
         }
         _ => {}
@@ -178,10 +247,14 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body>
     if is_websocket_upgrade(&req) {
         return websocket(state, req, headers);
     }
+    let in_flight = InFlight::new(state.clone());
 
     let controls = match parse_controls(req.headers()) {
         Ok(c) => c,
-        Err(e) => return bad_request(&state, e),
+        Err(e) => {
+            in_flight.answered();
+            return bad_request(&state, e);
+        }
     };
 
     // Hash the request body as it streams in: constant memory.
@@ -198,6 +271,7 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body>
             }
             Err(e) => {
                 eprintln!("cell {}: error reading request body: {e}", state.id);
+                in_flight.answered();
                 return bad_request(&state, format!("error reading request body: {e}"));
             }
         }
@@ -214,7 +288,9 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body>
     let mut resp = if no_body {
         Response::new(empty())
     } else if let Some(n) = controls.response_bytes {
-        let mut r = Response::new(PatternBody::new(n).boxed());
+        let mut body = PatternBody::new(n);
+        body.cut_counter = Some(state.clone());
+        let mut r = Response::new(body.boxed());
         r.headers_mut().insert(
             "content-type",
             HeaderValue::from_static("application/octet-stream"),
@@ -243,6 +319,7 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body>
     if let Some((name, value)) = controls.extra_header {
         resp.headers_mut().append(name, value);
     }
+    in_flight.answered();
     with_cell_header(&state, resp)
 }
 
@@ -260,6 +337,8 @@ fn pattern() -> &'static Bytes {
 pub struct PatternBody {
     offset: u64,
     remaining: u64,
+    /// Counts the body in `responses_cut` when dropped before its end.
+    cut_counter: Option<Arc<CellState>>,
 }
 
 impl PatternBody {
@@ -267,6 +346,19 @@ impl PatternBody {
         PatternBody {
             offset: 0,
             remaining: len,
+            cut_counter: None,
+        }
+    }
+}
+
+impl Drop for PatternBody {
+    fn drop(&mut self) {
+        if let (Some(state), true) = (&self.cut_counter, self.remaining > 0) {
+            state.responses_cut.fetch_add(1, Ordering::SeqCst);
+            eprintln!(
+                "cell {}: response body cut with {} bytes unsent",
+                state.id, self.remaining
+            );
         }
     }
 }
@@ -323,12 +415,20 @@ fn websocket(state: Arc<CellState>, mut req: Request<Incoming>, headers: Value) 
         match on_upgrade.await {
             Ok(upgraded) => {
                 st.websockets.fetch_add(1, Ordering::SeqCst);
+                st.websockets_open.fetch_add(1, Ordering::SeqCst);
                 let ws =
                     WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None)
                         .await;
-                if let Err(e) = websocket_echo(ws, greeting).await {
+                let end = websocket_echo(ws, greeting).await;
+                if let Err(e) = &end.error {
                     eprintln!("cell {}: websocket ended with error: {e}", st.id);
                 }
+                st.websockets_open.fetch_sub(1, Ordering::SeqCst);
+                let mut closes = st.websocket_closes.lock().unwrap();
+                if closes.len() == LAST_REQUESTS {
+                    closes.pop_front();
+                }
+                closes.push_back(ws_end(&end));
             }
             Err(e) => eprintln!("cell {}: websocket upgrade failed: {e}", st.id),
         }
@@ -347,9 +447,45 @@ fn websocket(state: Arc<CellState>, mut req: Request<Incoming>, headers: Value) 
     with_cell_header(&state, resp)
 }
 
-async fn websocket_echo<S>(
-    mut ws: WebSocketStream<S>,
+/// How one WebSocket echo session ended.
+struct WsEnd {
+    /// `"peer"` (the other side sent a close frame first), `"cell"` (the
+    /// cell closed on `close:<code>`) or `"none"` (the connection ended
+    /// without a close frame).
+    by: &'static str,
+    code: Option<u16>,
+    reason: String,
+    error: Result<(), tokio_tungstenite::tungstenite::Error>,
+}
+
+/// `{"by","code","reason","error"}` for `/_stats`' `websocket_closes`.
+fn ws_end(end: &WsEnd) -> Value {
+    json!({
+        "by": end.by,
+        "code": end.code,
+        "reason": end.reason,
+        "error": end.error.as_ref().err().map(|e| e.to_string()),
+    })
+}
+
+async fn websocket_echo<S>(mut ws: WebSocketStream<S>, greeting: String) -> WsEnd
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut end = WsEnd {
+        by: "none",
+        code: None,
+        reason: String::new(),
+        error: Ok(()),
+    };
+    end.error = echo_loop(&mut ws, greeting, &mut end).await;
+    end
+}
+
+async fn echo_loop<S>(
+    ws: &mut WebSocketStream<S>,
     greeting: String,
+    end: &mut WsEnd,
 ) -> Result<(), tokio_tungstenite::tungstenite::Error>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -361,6 +497,9 @@ where
                 if let Some(code) = t.as_str().strip_prefix("close:") {
                     match code.trim().parse::<u16>() {
                         Ok(code) => {
+                            end.by = "cell";
+                            end.code = Some(code);
+                            end.reason = "closed on request".into();
                             ws.close(Some(CloseFrame {
                                 code: CloseCode::from(code),
                                 reason: "closed on request".into(),
@@ -377,7 +516,13 @@ where
                 }
             }
             Message::Binary(b) => ws.send(Message::Binary(b)).await?,
-            // Pings are answered and close frames acknowledged by tungstenite.
+            // The peer's close (or its answer to ours): tungstenite answers it.
+            Message::Close(frame) if end.by == "none" => {
+                end.by = "peer";
+                end.code = frame.as_ref().map(|f| u16::from(f.code));
+                end.reason = frame.map(|f| f.reason.to_string()).unwrap_or_default();
+            }
+            // Pings are answered by tungstenite.
             _ => {}
         }
     }

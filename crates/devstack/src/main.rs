@@ -4,6 +4,7 @@
 mod cell;
 mod config;
 mod http;
+mod sink;
 mod topology;
 
 use std::collections::HashMap;
@@ -19,6 +20,7 @@ usage:
   devstack topology --config FILE [--listen ADDR] [--admin-listen ADDR] [--faults JSON]
   devstack cell --id ID [--listen ADDR]
   devstack up --config FILE [--listen ADDR] [--admin-listen ADDR] [--faults JSON]
+  devstack sink [--listen ADDR]
 
 Every server prints one JSON ready line to stdout once it listens, e.g.
   {\"ready\":\"topology\",\"addr\":\"127.0.0.1:9096\",\"admin\":\"127.0.0.1:40001\"}
@@ -26,7 +28,7 @@ Every server prints one JSON ready line to stdout once it listens, e.g.
 then logs to stderr. SIGINT/SIGTERM stop it (exit 0). ADDR must be a loopback
 IP:port (port 0 = any free port). Defaults: topology --listen from the
 config's [topology].listen, else 127.0.0.1:9096; --admin-listen 127.0.0.1:0;
-cell --listen 127.0.0.1:9101.
+cell --listen 127.0.0.1:9101; sink --listen 127.0.0.1:0.
 ";
 
 /// `--name value` / `--name=value` options after the subcommand.
@@ -142,6 +144,14 @@ async fn run(cmd: &str, rest: &[String]) -> Result<(), String> {
                 );
             }
             start_topology(&cfg, dir, &args).await?;
+        }
+        "sink" => {
+            let args = Args::parse(rest, &["listen"])?;
+            let listen = parse_listen(args.get("listen").unwrap_or("127.0.0.1:0"))?;
+            let listener = sink::bind(listen).await?;
+            let addr = local_addr(&listener)?;
+            sink::serve(listener);
+            http::print_ready(&json!({"ready": "sink", "addr": addr.to_string()}));
         }
         other => return Err(format!("unknown subcommand {other:?}\n{USAGE}")),
     }

@@ -35,6 +35,26 @@ const CLIENT_FORBIDDEN: &[&str] = &[
     "cf-access-client-secret",
 ];
 
+/// The client headers to delete by name before forwarding, given the
+/// request's `Connection` and `Upgrade` values: the hop-by-hop and
+/// forbidden names plus those `Connection` lists, exactly the names
+/// [`drops_header`] refuses (a WebSocket handshake keeps its `Upgrade` and
+/// `Connection`). Names starting with [`ROUTER_HEADER_PREFIX`] go too.
+pub fn dropped_names(connection: Option<&str>, upgrade: Option<&str>) -> Vec<String> {
+    let websocket = is_websocket(upgrade);
+    let tokens = connection_tokens(connection);
+    let mut names: Vec<String> = HOP_BY_HOP
+        .iter()
+        .chain(CLIENT_FORBIDDEN)
+        .map(|n| n.to_string())
+        .chain(tokens.iter().cloned())
+        .filter(|n| drops_header(n, &tokens, websocket))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Whether a client-sent header (lower-case name) must not be forwarded.
 /// `connection_tokens` are the names the client's `Connection` header lists,
 /// which are hop-by-hop too; `websocket` keeps the upgrade handshake.
@@ -246,6 +266,33 @@ mod tests {
         assert!(drops_header("x-secret-hop", &listed, false));
         assert!(!drops_header("upgrade", &none, true));
         assert!(!drops_header("connection", &none, true));
+    }
+
+    #[test]
+    fn dropped_names_agree_with_drops_header() {
+        let plain = dropped_names(Some("keep-alive, X-Hop"), None);
+        for n in [
+            "connection",
+            "upgrade",
+            "te",
+            "x-forwarded-host",
+            "cf-access-client-id",
+            "x-hop",
+            "keep-alive",
+        ] {
+            assert!(plain.contains(&n.to_string()), "{n}");
+        }
+        let ws = dropped_names(Some("Upgrade"), Some("websocket"));
+        assert!(
+            !ws.contains(&"upgrade".to_string()),
+            "a WebSocket handshake keeps Upgrade"
+        );
+        assert!(!ws.contains(&"connection".to_string()));
+        assert!(ws.contains(&"te".to_string()));
+        let tokens = connection_tokens(Some("keep-alive, X-Hop"));
+        for n in &plain {
+            assert!(drops_header(n, &tokens, false), "{n}");
+        }
     }
 
     #[test]

@@ -1,0 +1,163 @@
+// .gitlab-ci.yml through gitlab-ci-local (npm, pinned to 4.73.0: 4.75 crashes
+// on Node 20), in a throw-away git copy of the work tree: the pipeline must
+// parse and pass GitLab's schema with the expected jobs, the `validate` job
+// must run in the shell and agree with `rulesctl validate`, and the
+// `change-lock` job must fail during a lock unless CHANGE_LOCK_OVERRIDE.
+// When gitlab-ci-local cannot be installed (no npm registry) or rsync is
+// missing, those checks are skipped and only the PyYAML parse check remains.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { before, describe, test } from "node:test";
+import { REPO } from "./helpers.mjs";
+
+const GCL_VERSION = "4.73.0";
+const EXPECTED_STAGES = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-production", "rollback"];
+const EXPECTED_JOBS = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-registry-staging", "deploy-production", "deploy-registry-production", "rollback"];
+const HOME = os.homedir();
+
+let gcl = null; // path of the gitlab-ci-local binary, or null
+let whyNot = "";
+let project = null; // the temp git copy
+let home = null;
+
+function run(cmd, args, opts = {}) {
+  return spawnSync(cmd, args, { encoding: "utf8", maxBuffer: 64 << 20, ...opts });
+}
+
+/** Installs gitlab-ci-local once per machine into a temp prefix (not the project). */
+function installGitlabCiLocal() {
+  const prefix = path.join(os.tmpdir(), `gitlab-ci-local-${GCL_VERSION}`);
+  const bin = path.join(prefix, "node_modules/.bin/gitlab-ci-local");
+  if (!fs.existsSync(bin)) {
+    const r = run("npm", ["install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error", `gitlab-ci-local@${GCL_VERSION}`], { timeout: 180_000 });
+    if (r.status !== 0 || !fs.existsSync(bin)) {
+      whyNot = `npm install gitlab-ci-local@${GCL_VERSION} failed: ${(r.stderr || r.error || "").toString().slice(0, 300)}`;
+      return null;
+    }
+  }
+  return bin;
+}
+
+/**
+ * A git repo in a temp dir holding the work tree as it is now: the files git
+ * tracks or would track (so no target/, node_modules/, build/ or fuzz corpus,
+ * which other processes may be rewriting meanwhile).
+ */
+function copyProject() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gcl-project-"));
+  project = dir; // removed at exit even if the copy fails half-way
+  const list = run("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: REPO });
+  assert.equal(list.status, 0, list.stderr);
+  for (const file of new Set(list.stdout.split("\0").filter(Boolean))) {
+    const from = path.join(REPO, file);
+    if (!fs.existsSync(from) || !fs.lstatSync(from).isFile()) continue; // deleted meanwhile, or a link
+    fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+    fs.copyFileSync(from, path.join(dir, file));
+    fs.chmodSync(path.join(dir, file), fs.statSync(from).mode);
+  }
+  const git = (...args) => {
+    const r = run("git", ["-c", "user.name=ci-test", "-c", "user.email=ci-test@example.com", "-c", "commit.gpgsign=false", ...args], { cwd: dir });
+    assert.equal(r.status, 0, `git ${args.join(" ")}: ${r.stderr}`);
+  };
+  git("init", "-q", "-b", "main");
+  git("add", "-A");
+  git("commit", "-q", "-m", "pipeline under test");
+}
+
+function gitlabCiLocal(args, { timeout = 300_000 } = {}) {
+  return run(gcl, args, {
+    cwd: project,
+    timeout,
+    env: {
+      ...process.env,
+      HOME: home,
+      // the shell-executor jobs use the real toolchain and its caches
+      CARGO_HOME: process.env.CARGO_HOME ?? path.join(HOME, ".cargo"),
+      RUSTUP_HOME: process.env.RUSTUP_HOME ?? path.join(HOME, ".rustup"),
+    },
+  });
+}
+
+before(() => {
+  gcl = installGitlabCiLocal();
+  if (gcl && run("rsync", ["--version"]).status !== 0) {
+    whyNot = "rsync is missing (apt-get install rsync): gitlab-ci-local needs it";
+    gcl = null;
+  }
+  copyProject();
+  home = fs.mkdtempSync(path.join(os.tmpdir(), "gcl-home-"));
+});
+
+process.on("exit", () => {
+  for (const dir of [project, home]) if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe(".gitlab-ci.yml", () => {
+  test("gitlab-ci-local --list-json: the pipeline parses and has the jobs", (t) => {
+    if (!gcl) return t.skip(whyNot);
+    const r = gitlabCiLocal(["--list-json"], { timeout: 60_000 });
+    assert.equal(r.status, 0, r.stderr + r.stdout);
+    const jobs = JSON.parse(r.stdout);
+    const byName = Object.fromEntries(jobs.map((j) => [j.name, j]));
+    assert.deepEqual(jobs.map((j) => j.name).sort(), [...EXPECTED_JOBS].sort());
+    // jobs come in stage order
+    const stageIndex = jobs.map((j) => EXPECTED_STAGES.indexOf(j.stage));
+    assert.ok(stageIndex.every((s) => s >= 0), JSON.stringify(jobs.map((j) => j.stage)));
+    assert.deepEqual(stageIndex, [...stageIndex].sort((a, b) => a - b));
+    assert.equal(byName["deploy-production"].when, "manual");
+    assert.equal(byName["rollback"].when, "manual");
+    assert.equal(byName["deploy-staging"].when, "on_success");
+    assert.ok(byName["deploy-production"].needs.some((n) => n.job === "deploy-staging"), "production comes after staging");
+    assert.deepEqual(byName["rollback"].needs, [], "rollback can run at any time");
+  });
+
+  test("the validate job runs in the shell and agrees with rulesctl validate", (t) => {
+    if (!gcl) return t.skip(whyNot);
+    const env = { CARGO_TARGET_DIR: path.join(REPO, "target") };
+    const direct = run("cargo", ["run", "-q", "--bin", "rulesctl", "--", "validate"], { cwd: REPO, env: { ...process.env, ...env }, timeout: 600_000 });
+    const r = gitlabCiLocal(["--force-shell-executor", "--variable", `CARGO_TARGET_DIR=${env.CARGO_TARGET_DIR}`, "--variable", `CARGO_HOME=${process.env.CARGO_HOME ?? path.join(HOME, ".cargo")}`, "validate"], { timeout: 600_000 });
+    const out = r.stdout + r.stderr;
+    if (direct.status === 0) {
+      assert.equal(r.status, 0, out);
+      assert.match(out, /PASS\s+validate/);
+      for (const env of ["staging", "production", "registry-staging", "registry-production"]) assert.match(out, new RegExp(`ok: ${env}\\b`));
+    } else {
+      assert.notEqual(r.status, 0, `rulesctl validate exits ${direct.status} but the job passed:\n${out}`);
+      assert.match(out, /FAIL\s+validate/);
+    }
+  });
+
+  test("the change-lock job fails during a lock, unless CHANGE_LOCK_OVERRIDE=true", (t) => {
+    if (!gcl) return t.skip(whyNot);
+    const lock = path.join(project, "change-lock.toml");
+    const original = fs.readFileSync(lock, "utf8");
+    const start = new Date(Date.now() - 3600_000).toISOString().replace(/\.\d+Z$/, "Z");
+    const end = new Date(Date.now() + 3600_000).toISOString().replace(/\.\d+Z$/, "Z");
+    fs.writeFileSync(lock, `${original}\n[[lock]]\nstart = ${start}\nend = ${end}\nreason = "test freeze"\nenvironments = ["production"]\n`);
+    t.after(() => fs.writeFileSync(lock, original));
+    const locked = gitlabCiLocal(["--force-shell-executor", "change-lock"], { timeout: 120_000 });
+    assert.notEqual(locked.status, 0, locked.stdout + locked.stderr);
+    assert.match(locked.stdout + locked.stderr, /test freeze/);
+    const overridden = gitlabCiLocal(["--force-shell-executor", "--variable", "CHANGE_LOCK_OVERRIDE=true", "change-lock"], { timeout: 120_000 });
+    assert.equal(overridden.status, 0, overridden.stdout + overridden.stderr);
+  });
+
+  test("PyYAML parses the pipeline: the stages in order and the jobs (the check left when gitlab-ci-local is not there)", (t) => {
+    const script = `
+import sys, json, yaml
+class Loader(yaml.SafeLoader): pass
+Loader.add_constructor("!reference", lambda loader, node: loader.construct_sequence(node))
+doc = yaml.load(open(sys.argv[1]), Loader=Loader)
+print(json.dumps({"stages": doc["stages"], "jobs": {k: v for k, v in doc.items() if isinstance(v, dict) and "script" in v and not k.startswith(".")}}))
+`;
+    const r = run("python3", ["-c", script, path.join(REPO, ".gitlab-ci.yml")]);
+    if (r.status !== 0 && /No module named 'yaml'/.test(r.stderr)) return t.skip("PyYAML is not installed");
+    assert.equal(r.status, 0, r.stderr);
+    const { stages, jobs } = JSON.parse(r.stdout);
+    assert.deepEqual(stages, EXPECTED_STAGES);
+    assert.deepEqual(Object.keys(jobs).sort(), [...EXPECTED_JOBS].sort());
+  });
+});

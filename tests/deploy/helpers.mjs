@@ -1,0 +1,128 @@
+// Shared pieces of the deploy tests: a throw-away project directory per test
+// (the repo's wrangler.toml and rules/, a copy of build/), a stub rulesctl,
+// and a runner for the real deploy-worker.sh with the pinned wrangler pointed
+// at a cf-api-standin.
+import { spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const SCRIPT = path.join(REPO, "deploy-worker.sh");
+export const WRANGLER = path.join(REPO, "node_modules/.bin/wrangler");
+export const ACCOUNT_ID = "0123456789abcdef0123456789abcdef";
+
+/** Builds the worker once when build/ is missing (the tests use SKIP_BUILD=true). */
+export function ensureBuild() {
+  if (fs.existsSync(path.join(REPO, "build/index_bg.wasm")) && fs.existsSync(path.join(REPO, "build/index.js"))) return;
+  const r = spawnSync("bash", ["scripts/build-worker.sh"], { cwd: REPO, stdio: "inherit" });
+  if (r.status !== 0) throw new Error("bash scripts/build-worker.sh failed");
+}
+
+/**
+ * A temp project: wrangler.toml is the repo's, with `main` made absolute and
+ * the [build] table left out (its command builds in the repo, and SKIP_BUILD
+ * means the prebuilt build/ is what ships); rules/ links to the repo's;
+ * build/ is a copy, so a concurrent rebuild cannot change it mid-test.
+ */
+export function makeProject(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "deploy-test-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const lines = fs.readFileSync(path.join(REPO, "wrangler.toml"), "utf8").split("\n");
+  const out = [];
+  let inBuild = false;
+  for (const line of lines) {
+    if (/^\s*\[/.test(line)) inBuild = /^\s*\[build\]\s*$/.test(line);
+    if (!inBuild) out.push(line);
+  }
+  const config = out.join("\n").replace(/^main = "build\/index.js"$/m, `main = "${path.join(dir, "build/index.js")}"`);
+  fs.writeFileSync(path.join(dir, "wrangler.toml"), config);
+  fs.symlinkSync(path.join(REPO, "rules"), path.join(dir, "rules"));
+  fs.cpSync(path.join(REPO, "build"), path.join(dir, "build"), { recursive: true });
+  for (const sub of ["home", "xdg", "tmp"]) fs.mkdirSync(path.join(dir, sub));
+  // No change lock unless a test writes one.
+  fs.writeFileSync(path.join(dir, "change-lock.toml"), "");
+  // rulesctl stand-in: records its arguments, exits RULESCTL_STUB_EXIT (0).
+  const stub = path.join(dir, "rulesctl-stub.sh");
+  fs.writeFileSync(stub, `#!/usr/bin/env bash\necho "$*" >> "${path.join(dir, "rulesctl.calls")}"\nexit "\${RULESCTL_STUB_EXIT:-0}"\n`);
+  return {
+    dir,
+    config: path.join(dir, "wrangler.toml"),
+    wasmSize: fs.statSync(path.join(dir, "build/index_bg.wasm")).size,
+    rulesctlCalls: () => {
+      const f = path.join(dir, "rulesctl.calls");
+      return fs.existsSync(f) ? fs.readFileSync(f, "utf8").trim().split("\n") : [];
+    },
+    env(api, extra = {}) {
+      return {
+        PATH: process.env.PATH,
+        LANG: "C.UTF-8",
+        HOME: path.join(dir, "home"),
+        XDG_CONFIG_HOME: path.join(dir, "xdg"),
+        TMPDIR: path.join(dir, "tmp"),
+        WRANGLER_SEND_METRICS: "false",
+        WRANGLER_HIDE_BANNER: "true",
+        CLOUDFLARE_CF_FETCH_ENABLED: "false",
+        WRANGLER_OUTPUT_FILE_PATH: path.join(dir, "wrangler-output.ndjson"),
+        WRANGLER_CONFIG: path.join(dir, "wrangler.toml"),
+        RULESCTL: `bash ${stub}`,
+        CHANGE_LOCK_FILE: path.join(dir, "change-lock.toml"),
+        CHANGE_LOCK_NOW: "2026-05-01T12:00:00Z",
+        SKIP_BUILD: "true",
+        BAKE_SECONDS: "0",
+        DEPLOY_TAG: "abc1234",
+        DEPLOY_MESSAGE: "test deploy",
+        CI: "true",
+        ...(api
+          ? {
+              CLOUDFLARE_API_BASE_URL: api.baseUrl,
+              CLOUDFLARE_API_TOKEN: "test",
+              CLOUDFLARE_ACCOUNT_ID: ACCOUNT_ID,
+            }
+          : {}),
+        ...extra,
+      };
+    },
+  };
+}
+
+/** Runs deploy-worker.sh; resolves {code, signal, stdout, stderr, output}. */
+export function runDeploy(args, env, opts = {}) {
+  return startDeploy(args, env, opts).done;
+}
+
+/** Starts deploy-worker.sh: {child, done} (done as runDeploy's promise). */
+export function startDeploy(args, env, { timeoutMs = 120_000 } = {}) {
+  const child = spawn("bash", [SCRIPT, ...args], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
+  const done = new Promise((resolve, reject) => {
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`deploy-worker.sh ${args.join(" ")} timed out\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, output: stdout + stderr });
+    });
+  });
+  return { child, done };
+}
+
+/** The Worker name of a wrangler environment, read from the repo's wrangler.toml. */
+export function workerName(env) {
+  const text = fs.readFileSync(path.join(REPO, "wrangler.toml"), "utf8");
+  const section = text.split(/^\[/m).find((s) => s.startsWith(`env.${env}]`));
+  const m = section?.match(/^name = "([^"]+)"/m);
+  if (!m) throw new Error(`no [env.${env}] name in wrangler.toml`);
+  return m[1];
+}
+
+/** Requests that change state (anything but GET). */
+export const writes = (api) => api.requests.filter((r) => r.method !== "GET");
+
+/** Shows what the script printed when an assertion fails. */
+export const explain = (result) => `exit ${result.code}\n--- stdout\n${result.stdout}\n--- stderr\n${result.stderr}`;
