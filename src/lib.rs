@@ -349,7 +349,7 @@ extern "C" {
     fn forward_request(
         req: &Request,
         url: &str,
-        drop: Vec<String>,
+        dropped: Vec<String>,
         drop_prefix: &str,
         set: Vec<String>,
     ) -> Result<js_sys::Promise, JsValue>;
