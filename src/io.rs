@@ -1,6 +1,7 @@
 //! The core's I/O traits implemented with workerd's APIs: `fetch` for the
 //! Topology Service, the Cache API as the shared cache, and JS time.
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use router_core::resolve::{
@@ -100,8 +101,13 @@ impl TopologyTransport for FetchTransport {
 
 /// The Cloudflare Cache API (`caches.default`), shared by every isolate of
 /// a colo. Entries are JSON responses whose `Cache-Control` carries the TTL
-/// and whose `Cache-Tag` lets operators purge by tag.
-pub struct CacheApi;
+/// and whose `Cache-Tag` lets operators purge by tag. Writes are started
+/// and left in `pending` for the edge to hand to `waitUntil`, so no request
+/// waits for one.
+#[derive(Default)]
+pub struct CacheApi {
+    pending: RefCell<Vec<js_sys::Promise>>,
+}
 
 /// Cache keys are URLs; this host is never fetched.
 const CACHE_KEY_PREFIX: &str = "https://gitlab-http-router.internal/v1/classify/";
@@ -111,6 +117,11 @@ impl CacheApi {
         let caches = js_sys::Reflect::get(&js_sys::global(), &"caches".into()).ok()?;
         let default = js_sys::Reflect::get(&caches, &"default".into()).ok()?;
         default.dyn_into::<web_sys::Cache>().ok()
+    }
+
+    /// The writes started since the last call.
+    pub fn take_pending(&self) -> Vec<js_sys::Promise> {
+        std::mem::take(&mut self.pending.borrow_mut())
     }
 }
 
@@ -128,7 +139,7 @@ impl SharedCache for CacheApi {
         serde_json::from_str(&text).ok()
     }
 
-    async fn put(&self, key: &str, answer: &CachedAnswer, ttl_secs: u32) {
+    fn put(&self, key: &str, answer: &CachedAnswer, ttl_secs: u32) {
         let Some(cache) = Self::default_cache() else {
             return;
         };
@@ -145,8 +156,8 @@ impl SharedCache for CacheApi {
             return;
         };
         // A failed put costs only a later miss.
-        let _ = JsFuture::from(cache.put_with_str(&format!("{CACHE_KEY_PREFIX}{key}"), &response))
-            .await;
+        let promise = cache.put_with_str(&format!("{CACHE_KEY_PREFIX}{key}"), &response);
+        self.pending.borrow_mut().push(promise);
     }
 }
 

@@ -105,7 +105,7 @@ impl Isolate {
                     config.client_id.clone(),
                     config.client_secret.clone(),
                 ),
-                io::CacheApi,
+                io::CacheApi::default(),
                 io::JsPlatform,
                 config.cache.clone(),
                 config.client.clone(),
@@ -126,9 +126,9 @@ fn start() {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let iso = isolate(&env);
-    Ok(route(&iso, req).await)
+    Ok(route(&iso, req, &ctx).await)
 }
 
 fn log_error(scope: &str, message: &str) {
@@ -193,7 +193,7 @@ fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
 }
 
 /// Routes one request; every failure becomes a response, never a panic.
-async fn route(iso: &Isolate, req: Request) -> Response {
+async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
     let started = js_sys::Date::now();
     let empty;
     let (ruleset_name, interest) = match &iso.ruleset {
@@ -250,6 +250,12 @@ async fn route(iso: &Isolate, req: Request) -> Response {
                 }
                 Some(resolver) => {
                     let res = resolver.resolve(request).await;
+                    // Cache API writes finish after the response is sent.
+                    for write in resolver.shared_cache().take_pending() {
+                        ctx.wait_until(async move {
+                            let _ = wasm_bindgen_futures::JsFuture::from(write).await;
+                        });
+                    }
                     log.cache = Some(res.level);
                     log.attempts = (res.attempts > 0).then_some(res.attempts);
                     log.service_ms = res.service_ms;

@@ -61,7 +61,9 @@ pub struct CachedAnswer {
 #[allow(async_fn_in_trait)]
 pub trait SharedCache {
     async fn get(&self, key: &str) -> Option<CachedAnswer>;
-    async fn put(&self, key: &str, answer: &CachedAnswer, ttl_secs: u32);
+    /// Starts a write and returns at once: the request that caused it must
+    /// not wait for it (the edge hands it to `waitUntil`).
+    fn put(&self, key: &str, answer: &CachedAnswer, ttl_secs: u32);
 }
 
 /// Time and randomness, which the edge takes from JS.
@@ -195,6 +197,10 @@ where
         &self.platform
     }
 
+    pub fn shared_cache(&self) -> &C {
+        &self.shared
+    }
+
     /// Entries in the memory cache (for tests and stats).
     pub fn memory_len(&self) -> usize {
         self.memory.borrow().map.len()
@@ -292,7 +298,7 @@ where
                         &answer,
                         self.cache.stale_if_error,
                     );
-                    self.shared.put(key, &answer, ttl).await;
+                    self.shared.put(key, &answer, ttl);
                 }
                 Resolution {
                     classification: Some(classification),

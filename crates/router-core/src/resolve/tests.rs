@@ -123,7 +123,7 @@ impl SharedCache for Rc<FakeShared> {
     async fn get(&self, key: &str) -> Option<CachedAnswer> {
         self.entries.borrow().get(key).cloned()
     }
-    async fn put(&self, key: &str, answer: &CachedAnswer, ttl: u32) {
+    fn put(&self, key: &str, answer: &CachedAnswer, ttl: u32) {
         self.puts.set(self.puts.get() + 1);
         self.ttls.borrow_mut().push(ttl);
         self.entries

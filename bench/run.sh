@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The router's benchmark (issue 8): builds the release artifacts, runs the
+# native rules bench, then measures on loopback, in one run, a do-nothing
+# JS worker against the router (passthrough, session_token warm and cold)
+# in workerd through Miniflare's direct socket, with wrk as the load
+# generator, plus 1 GiB streaming and workerd's memory. Prints a table and
+# writes target/bench/latest.json. Not part of scripts/test.sh.
+#
+#   bash bench/run.sh                 # default, about 5 minutes
+#   BENCH_QUICK=1 bash bench/run.sh   # smoke run, about 1 minute
+#
+# Knobs (environment): BENCH_SECONDS (per measured run; 8, quick 2),
+# BENCH_ROUNDS (2, quick 1), BENCH_CONCURRENCY ("8,32"),
+# BENCH_WARMUP_SECONDS (1), BENCH_STREAM_MIB (1024, quick 256),
+# BENCH_STREAM_SMALL_MIB (64), BENCH_SKIP_STREAM=1, BENCH_SKIP_NATIVE=1,
+# BENCH_SKIP_BUILD=1, BENCH_EXTRA=1 (adds null-log and cold-nocache),
+# BENCH_WRK_THREADS (2). See docs/benchmark.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+bash scripts/setup.sh
+
+# wrk from Debian: per-request headers need its Lua scripting (oha has none).
+if ! command -v wrk >/dev/null; then
+  say "installing wrk (Debian)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+fi
+
+if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
+  say "building the worker (release) and devstack (release)"
+  bash scripts/build-worker.sh
+  cargo build --release --quiet -p devstack
+fi
+
+mkdir -p target/bench
+native_out=target/bench/native.txt
+rm -f "$native_out"
+if [ -z "${BENCH_SKIP_NATIVE:-}" ]; then
+  say "native rules bench (divan)"
+  cargo bench --quiet -p router-core --bench rules 2>&1 | tee "$native_out" >&2
+fi
+
+say "load, streaming and memory through workerd"
+BENCH_NATIVE_OUTPUT="$native_out" node bench/driver.mjs

@@ -1,0 +1,250 @@
+//! The select phase (`Ruleset::decide`) natively, over a realistic request
+//! mix for `rules/session_token.json`: session cookies with a cell prefix,
+//! legacy sessions, anonymous requests, routable tokens in every header the
+//! ruleset reads, HTTP Basic (Git over HTTPS) and registry token requests.
+//!
+//! Requests are built the way the edge builds them: `RequestParts` with only
+//! the headers in `Ruleset::header_interest` (the edge copies no others).
+//! `mix_decide` decides the whole 1000-request mix per iteration: its time
+//! / 1000 is ns per request (the edge's per-request rules cost, target
+//! < 2 µs); `mix_with_cache_key` adds the memory-cache key the resolver
+//! computes for classify decisions; `kind` breaks the mix down.
+//!
+//! Run: `cargo bench -p router-core --bench rules` (divan; `bash bench/run.sh`
+//! runs it too and puts the median of `mix` in its table).
+
+use std::cell::Cell;
+
+use divan::{black_box, Bencher};
+use router_core::ruleset::HeaderInterest;
+use router_core::token::encode_routable_token;
+use router_core::{Action, RequestParts, Ruleset};
+
+const RULES: &str = include_str!("../../../rules/session_token.json");
+
+/// (kind, weight in the mix, rule expected to decide).
+const KINDS: &[(&str, u32, &str)] = &[
+    ("session_cookie", 35, "session_cookie"),
+    ("legacy_session", 10, "legacy"),
+    ("anonymous", 15, "legacy"),
+    ("private_token", 12, "private_token"),
+    ("job_token", 8, "job_token"),
+    ("bearer_token", 6, "bearer_token"),
+    ("basic_auth_token", 6, "basic_auth_token"),
+    ("runner_token", 4, "runner_token"),
+    ("registry_jwt_auth", 4, "registry_jwt_auth_scope"),
+];
+
+/// A small deterministic generator (xorshift64*), so the mix is the same
+/// on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn bytes16(&mut self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&self.next().to_le_bytes());
+        out[8..].copy_from_slice(&self.next().to_le_bytes());
+        out
+    }
+    fn hex32(&mut self) -> String {
+        format!("{:016x}{:016x}", self.next(), self.next())
+    }
+}
+
+fn base64_standard(input: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn token(rng: &mut Rng, prefix: &str, cell: u64) -> String {
+    let fields = [
+        ('c', cell),
+        ('o', 1 + rng.below(5000)),
+        ('u', 1 + rng.below(1_000_000)),
+    ];
+    encode_routable_token(prefix, rng.bytes16(), &fields)
+}
+
+/// One request of `kind`, with every header a browser or client would
+/// send; `keep` then drops what the edge would not copy.
+fn request(rng: &mut Rng, kind: &str) -> RequestParts {
+    let cell = 2 + rng.below(8);
+    let project = format!("group-{}/project-{}", rng.below(100), rng.below(1000));
+    let (method, url) = match kind {
+        "basic_auth_token" => ("GET", format!("https://gitlab.com/{project}.git/info/refs?service=git-upload-pack")),
+        "registry_jwt_auth" => ("GET", format!(
+            "https://gitlab.com/jwt/auth?account=user&client_id=docker&offline_token=true&service=container_registry&scope=repository:{project}:pull,push"
+        )),
+        "private_token" | "job_token" | "bearer_token" => {
+            ("GET", format!("https://gitlab.com/api/v4/projects/{}/issues?state=opened&per_page=20", rng.below(100_000)))
+        }
+        "runner_token" => ("POST", "https://gitlab.com/api/v4/jobs/request".to_string()),
+        _ => ("GET", format!("https://gitlab.com/{project}/-/merge_requests?scope=all&state=opened")),
+    };
+    let mut r = RequestParts::from_url(method, &url).expect("URL");
+    r.add_header("Host", "gitlab.com");
+    r.add_header(
+        "User-Agent",
+        "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+    );
+    r.add_header(
+        "Accept",
+        "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+    );
+    r.add_header("Accept-Language", "en-US,en;q=0.5");
+    r.add_header("Accept-Encoding", "gzip, deflate, br, zstd");
+    match kind {
+        "session_cookie" => r.add_header(
+            "Cookie",
+            &format!(
+                "preferred_language=en; known_sign_in={}; _gitlab_session=cell-{cell}-{}; event_filter=all",
+                rng.hex32(),
+                rng.hex32()
+            ),
+        ),
+        "legacy_session" => r.add_header(
+            "Cookie",
+            &format!("preferred_language=en; _gitlab_session={}", rng.hex32()),
+        ),
+        "anonymous" => {}
+        "private_token" => r.add_header("PRIVATE-TOKEN", &token(rng, "glpat-", cell)),
+        "job_token" => r.add_header("JOB-TOKEN", &token(rng, "glcbt-", cell)),
+        "bearer_token" => r.add_header("Authorization", &format!("Bearer {}", token(rng, "glpat-", cell))),
+        "basic_auth_token" => {
+            let creds = format!("user-{}:{}", rng.below(1000), token(rng, "glpat-", cell));
+            r.add_header("Authorization", &format!("Basic {}", base64_standard(creds.as_bytes())));
+        }
+        "runner_token" => r.add_header("RUNNER-TOKEN", &token(rng, "glrt-", cell)),
+        "registry_jwt_auth" => r.add_header(
+            "Authorization",
+            &format!("Basic {}", base64_standard(b"user:not-a-routable-password")),
+        ),
+        other => panic!("unknown kind {other}"),
+    }
+    r
+}
+
+/// Drops the headers the edge would not copy.
+fn keep(rules: &Ruleset, mut r: RequestParts) -> RequestParts {
+    if let HeaderInterest::Names(names) = rules.header_interest() {
+        r.headers.retain(|(n, _)| names.iter().any(|k| k == n));
+    }
+    r
+}
+
+fn ruleset() -> Ruleset {
+    Ruleset::from_json("session_token", RULES).expect("rules/session_token.json compiles")
+}
+
+fn checked(rules: &Ruleset, r: RequestParts, kind: &str, rule: &str) -> RequestParts {
+    let r = keep(rules, r);
+    let d = rules.decide(&r);
+    assert_eq!(
+        d.rule_id,
+        Some(rule),
+        "{kind} request decided by the wrong rule: {r:?}"
+    );
+    r
+}
+
+const MIX_LEN: usize = 1000;
+
+/// 1000 requests in the mix's proportions, shuffled deterministically.
+fn mix(rules: &Ruleset) -> Vec<RequestParts> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let total: u32 = KINDS.iter().map(|k| k.1).sum();
+    let mut out = Vec::new();
+    for (kind, weight, rule) in KINDS {
+        for _ in 0..(1000 * weight / total) {
+            out.push(checked(rules, request(&mut rng, kind), kind, rule));
+        }
+    }
+    for i in (1..out.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        out.swap(i, j);
+    }
+    out
+}
+
+fn cycle<'a>(requests: &'a [RequestParts], at: &Cell<usize>) -> &'a RequestParts {
+    let i = at.get();
+    at.set(if i + 1 == requests.len() { 0 } else { i + 1 });
+    &requests[i]
+}
+
+/// One iteration decides all 1000 requests of the mix, so the time shown
+/// divided by 1000 is ns per request (`bench/run.sh` reports the median
+/// that way); the item rate below it is requests/s.
+#[divan::bench(counter = divan::counter::ItemsCount::new(MIX_LEN))]
+fn mix_decide(bencher: Bencher) {
+    let rules = ruleset();
+    let requests = mix(&rules);
+    assert_eq!(requests.len(), MIX_LEN);
+    bencher.bench_local(|| {
+        for r in &requests {
+            black_box(rules.decide(black_box(r)));
+        }
+    });
+}
+
+/// The mix plus the resolver's cache key for classify decisions (what a
+/// warm request costs in the core before the memory-cache lookup).
+#[divan::bench(counter = divan::counter::ItemsCount::new(MIX_LEN))]
+fn mix_with_cache_key(bencher: Bencher) {
+    let rules = ruleset();
+    let requests = mix(&rules);
+    bencher.bench_local(|| {
+        for r in &requests {
+            let d = rules.decide(black_box(r));
+            if let Action::Classify(c) = &d.action {
+                black_box(c.cache_key());
+            }
+            black_box(d);
+        }
+    });
+}
+
+/// One kind at a time (64 distinct requests of it, cycled).
+#[divan::bench(args = KINDS.iter().map(|k| k.0))]
+fn kind(bencher: Bencher, kind: &str) {
+    let rules = ruleset();
+    let rule = KINDS.iter().find(|k| k.0 == kind).unwrap().2;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let requests: Vec<_> = (0..64)
+        .map(|_| checked(&rules, request(&mut rng, kind), kind, rule))
+        .collect();
+    let at = Cell::new(0);
+    bencher.bench_local(|| {
+        let r = cycle(&requests, &at);
+        black_box(rules.decide(black_box(r)));
+    });
+}
+
+fn main() {
+    divan::main();
+}
