@@ -517,6 +517,8 @@ async function main() {
     { name: "null", options: { ...nullWorker, bindings: { UPSTREAM: sinkAddr } } },
     { name: "passthrough", options: { ...router, bindings: routerVars("passthrough") } },
     { name: "token-warm", options: { ...router, bindings: routerVars("session_token") }, warm: true },
+    // The same with GITLAB_REQUEST_LOG=errors: no log line for routine requests.
+    { name: "token-warm-quiet", options: { ...router, bindings: { ...routerVars("session_token"), GITLAB_REQUEST_LOG: "errors" } }, warm: true },
     { name: "token-cold", options: { ...router, bindings: routerVars("session_token") }, cold: true },
   ];
   if (OPT.extra) {

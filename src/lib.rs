@@ -12,7 +12,7 @@ mod io;
 use std::cell::OnceCell;
 use std::rc::Rc;
 
-use router_core::config::{Config, SigningPolicy};
+use router_core::config::{Config, RequestLogging, SigningPolicy};
 use router_core::forward::{
     self, AllowList, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
@@ -131,6 +131,13 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     Ok(route(&iso, req, &ctx).await)
 }
 
+/// Writes the request's log line, as `GITLAB_REQUEST_LOG` asks.
+fn emit(config: &Config, log: &RequestLog) {
+    if config.request_logging == RequestLogging::All || log.is_notable() {
+        web_sys::console::log_1(&log.to_json().into());
+    }
+}
+
 fn log_error(scope: &str, message: &str) {
     let line = serde_json::json!({"level": "error", "scope": scope, "message": message});
     web_sys::console::error_1(&line.to_string().into());
@@ -230,7 +237,7 @@ async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
         log.rule = d.rule_id;
         log.action = "reject";
         log.status = Some(*status);
-        web_sys::console::log_1(&log.to_json().into());
+        emit(&iso.config, &log);
         return text_response(*status, &format!("{message}\n"));
     }
     let mut rule_type: Option<&str> = None;
@@ -317,7 +324,7 @@ async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
                         "request signing is required but no valid signing key is configured".into(),
                     );
                     log.status = Some(503);
-                    web_sys::console::log_1(&log.to_json().into());
+                    emit(&iso.config, &log);
                     return text_response(503, "gitlab-http-router: request signing unavailable\n");
                 };
                 let signature = (!signature.is_empty()).then_some(signature.as_str());
@@ -335,7 +342,7 @@ async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
     };
     log.status = Some(response.status());
     log.duration_ms = (js_sys::Date::now() - started).max(0.0) as u64;
-    web_sys::console::log_1(&log.to_json().into());
+    emit(&iso.config, &log);
     response
 }
 

@@ -230,6 +230,20 @@ describe("misconfiguration never crashes the worker", () => {
     }
   });
 
+  test("GITLAB_REQUEST_LOG=errors logs only the outcomes that need attention", async () => {
+    const stack = await startStack({ ruleset: "session_prefix", cellCount: 2, vars: { GITLAB_REQUEST_LOG: "errors" } });
+    try {
+      await request(`${stack.url}/routine`, { headers: { cookie: sessionCookie(2) } });
+      await postJson(`${stack.topology.admin}/_faults`, { refuse_connections: true });
+      await request(`${stack.url}/fell-back`, { headers: { cookie: sessionCookie(3) } });
+      const fell = await waitForLog(stack, (l) => l.path === "/fell-back");
+      assert.equal(fell?.cache, "fallback");
+      assert.equal(await waitForLog(stack, (l) => l.path === "/routine", 200), undefined, "routine requests are not logged");
+    } finally {
+      await stack.stop();
+    }
+  });
+
   test("a cell the allow-list does not name is refused with 502", async () => {
     const stack = await startStack({ ruleset: "session_prefix", cellCount: 2, vars: { GITLAB_ALLOWED_UPSTREAMS: "" } });
     try {

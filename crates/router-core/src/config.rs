@@ -29,6 +29,18 @@ pub mod vars {
     pub const SIGNING_POLICY: &str = "GITLAB_ROUTER_SIGNING_POLICY";
     pub const SIGNATURE_TTL: &str = "GITLAB_ROUTER_SIGNATURE_TTL_SECONDS";
     pub const SIGNING_ISSUER: &str = "GITLAB_ROUTER_SIGNING_ISSUER";
+    pub const REQUEST_LOG: &str = "GITLAB_REQUEST_LOG";
+}
+
+/// Which requests get a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestLogging {
+    /// Every request (the default).
+    All,
+    /// Only requests whose outcome needs attention: an error, a stale or
+    /// fallback answer, a rejection, or an upstream 5xx. A `console.log`
+    /// costs workerd ~35 µs of CPU, a third of the router's own cost.
+    Errors,
 }
 
 /// What the router does when it cannot sign (no key, or a malformed one).
@@ -58,6 +70,7 @@ pub struct Config {
     /// Result of parsing the signing key; `Ok(None)` when none is set.
     pub signer: Result<Option<crate::signing::Signer>, String>,
     pub signing_policy: SigningPolicy,
+    pub request_logging: RequestLogging,
 }
 
 impl Config {
@@ -204,6 +217,18 @@ impl Config {
             (Ok(Some(_)), _) => {}
         }
 
+        let request_logging = match get(vars::REQUEST_LOG).as_deref() {
+            None | Some("all") => RequestLogging::All,
+            Some("errors") => RequestLogging::Errors,
+            Some(other) => {
+                problems.push(format!(
+                    "{}: {other:?} is neither all nor errors; using all",
+                    vars::REQUEST_LOG
+                ));
+                RequestLogging::All
+            }
+        };
+
         let config = Config {
             rules_config: get(vars::RULES_CONFIG),
             topology_url,
@@ -216,6 +241,7 @@ impl Config {
             cache,
             signer,
             signing_policy,
+            request_logging,
         };
         (config, problems)
     }

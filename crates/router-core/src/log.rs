@@ -30,6 +30,15 @@ pub struct RequestLog<'a> {
 }
 
 impl RequestLog<'_> {
+    /// Whether the outcome needs an operator's attention: an error, an
+    /// answer from a stale entry or the fallback, a rejection, or a 5xx.
+    pub fn is_notable(&self) -> bool {
+        self.error.is_some()
+            || matches!(self.cache, Some(CacheLevel::Stale | CacheLevel::Fallback))
+            || self.action == "reject"
+            || self.status.is_none_or(|s| s >= 500)
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| format!(r#"{{"log_error":"{e}"}}"#))
     }
@@ -59,5 +68,39 @@ mod tests {
         assert_eq!(v["rule"], "session");
         assert!(v.get("error").is_none());
         assert!(v.get("coalesced").is_none());
+    }
+
+    #[test]
+    fn notable_outcomes() {
+        let ok = RequestLog {
+            action: "proxy",
+            status: Some(200),
+            cache: Some(CacheLevel::Memory),
+            ..Default::default()
+        };
+        assert!(!ok.is_notable());
+        assert!(RequestLog {
+            status: Some(502),
+            ..Default::default()
+        }
+        .is_notable());
+        assert!(RequestLog {
+            status: Some(200),
+            cache: Some(CacheLevel::Fallback),
+            ..Default::default()
+        }
+        .is_notable());
+        assert!(RequestLog {
+            status: Some(200),
+            error: Some("x".into()),
+            ..Default::default()
+        }
+        .is_notable());
+        assert!(RequestLog {
+            status: Some(400),
+            action: "reject",
+            ..Default::default()
+        }
+        .is_notable());
     }
 }
