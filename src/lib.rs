@@ -40,6 +40,22 @@ struct Isolate {
     /// The configured allow-list plus the legacy cell and fixed addresses.
     allowed: AllowList,
     resolver: Option<Rc<EdgeResolver>>,
+    /// The headers read per request (the rules' plus `connection` and
+    /// `upgrade`), with a JS array of them made once; `None`: the rules
+    /// need every header.
+    header_names: Option<(Vec<String>, js_sys::Array)>,
+    /// The client headers dropped from a request without `Connection` or
+    /// `Upgrade` (the common case), made once.
+    base_drop: js_sys::Array,
+    /// The names of the headers the router sets, in `forwardRequest`'s order.
+    set_names: js_sys::Array,
+}
+
+fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array {
+    items
+        .into_iter()
+        .map(|s| JsValue::from_str(s.as_ref()))
+        .collect()
 }
 
 thread_local! {
@@ -111,11 +127,34 @@ impl Isolate {
                 config.client.clone(),
             ))
         });
+        let header_names = match ruleset.as_ref().map(Ruleset::header_interest) {
+            Some(HeaderInterest::All) => None,
+            Some(HeaderInterest::Names(names)) => Some(names.clone()),
+            None => Some(Vec::new()),
+        }
+        .map(|mut names| {
+            for extra in ["connection", "upgrade"] {
+                if !names.iter().any(|n| n == extra) {
+                    names.push(extra.to_string());
+                }
+            }
+            let js = js_array(&names);
+            (names, js)
+        });
         Isolate {
             config,
             ruleset,
             allowed,
             resolver,
+            header_names,
+            base_drop: js_array(forward::dropped_names(None, None)),
+            set_names: js_array([
+                X_FORWARDED_HOST,
+                X_FORWARDED_PROTO,
+                RULE_ACTION_HEADER,
+                RULE_TYPE_HEADER,
+                SIGNATURE_HEADER,
+            ]),
         }
     }
 }
@@ -152,8 +191,8 @@ struct Incoming {
 }
 
 /// Reads only what the rules need: one call for the URL (split in Rust),
-/// one for the method, one `get` per header the ruleset names.
-fn incoming(req: &Request, interest: &HeaderInterest) -> Option<Incoming> {
+/// one for the method, one for all the headers the ruleset names.
+fn incoming(iso: &Isolate, req: &Request) -> Option<Incoming> {
     let url = req.url();
     let split = UrlParts::parse(&url)?;
     let mut parts = RequestParts {
@@ -163,16 +202,27 @@ fn incoming(req: &Request, interest: &HeaderInterest) -> Option<Incoming> {
         query: split.query.to_string(),
         headers: Vec::new(),
     };
-    let headers = req.headers();
-    match interest {
-        HeaderInterest::Names(names) => {
-            for name in names {
-                if let Ok(Some(value)) = headers.get(name) {
-                    parts.headers.push((name.clone(), value));
+    match &iso.header_names {
+        Some((names, js_names)) => {
+            let joined = read_headers(req, js_names);
+            let values: Vec<&str> = joined.split(HEADER_SEPARATOR).collect();
+            if values.len() == names.len() {
+                for (name, value) in names.iter().zip(values) {
+                    if value != HEADER_ABSENT {
+                        parts.headers.push((name.clone(), value.to_string()));
+                    }
+                }
+            } else {
+                // A value held a separator (invalid in HTTP): ask one by one.
+                let headers = req.headers();
+                for name in names {
+                    if let Ok(Some(value)) = headers.get(name) {
+                        parts.headers.push((name.clone(), value));
+                    }
                 }
             }
         }
-        HeaderInterest::All => parts.headers = header_pairs(&headers),
+        None => parts.headers = header_pairs(&req.headers()),
     }
     Some(Incoming {
         public_host: split.authority.to_string(),
@@ -202,19 +252,12 @@ fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
 /// Routes one request; every failure becomes a response, never a panic.
 async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
     let started = js_sys::Date::now();
-    let empty;
-    let (ruleset_name, interest) = match &iso.ruleset {
-        Some(r) => (r.name(), r.header_interest()),
-        None => {
-            empty = HeaderInterest::Names(Vec::new());
-            ("none", &empty)
-        }
-    };
+    let ruleset_name = iso.ruleset.as_ref().map_or("none", Ruleset::name);
     let Some(Incoming {
         parts,
         public_host,
         public_proto,
-    }) = incoming(&req, interest)
+    }) = incoming(iso, &req)
     else {
         return text_response(400, "bad request URL\n");
     };
@@ -328,9 +371,14 @@ async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
                     return text_response(503, "gitlab-http-router: request signing unavailable\n");
                 };
                 let signature = (!signature.is_empty()).then_some(signature.as_str());
-                let set =
-                    forwarded_headers(&public_host, public_proto, action, rule_type, signature);
-                match proxy(req, &url, set).await {
+                let set = Forwarded {
+                    public_host: &public_host,
+                    public_proto,
+                    action,
+                    rule_type,
+                    signature,
+                };
+                match proxy(iso, req, &parts, &url, set).await {
                     Ok(resp) => resp,
                     Err(e) => {
                         log.error = Some(format!("upstream fetch failed: {e}"));
@@ -346,75 +394,105 @@ async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
     response
 }
 
+/// Separates header values in `readHeaders`' answer, and marks an absent
+/// header; neither can occur in a valid HTTP field value.
+const HEADER_SEPARATOR: char = '\u{0}';
+const HEADER_ABSENT: &str = "\u{1}";
+
 #[wasm_bindgen(inline_js = r#"
-export function forwardRequest(req, url, drop, dropPrefix, set) {
+export function readHeaders(req, names) {
+  const headers = req.headers;
+  let out = "";
+  for (let i = 0; i < names.length; i++) {
+    const value = headers.get(names[i]);
+    out += (i ? "\u0000" : "") + (value === null ? "\u0001" : value);
+  }
+  return out;
+}
+
+export function forwardRequest(req, url, drop, dropPrefix, setNames, host, proto, action, ruleType, signature) {
   const headers = new Headers(req.headers);
   for (const name of [...headers.keys()]) if (name.startsWith(dropPrefix)) headers.delete(name);
   for (const name of drop) headers.delete(name);
-  for (let i = 0; i < set.length; i += 2) headers.set(set[i], set[i + 1]);
+  const values = [host, proto, action, ruleType, signature];
+  for (let i = 0; i < setNames.length; i++) if (values[i] !== undefined) headers.set(setNames[i], values[i]);
   return fetch(url, { method: req.method, headers, body: req.body, redirect: "manual" });
 }
 "#)]
 extern "C" {
+    /// The values of `names` joined by `HEADER_SEPARATOR`, absent ones as
+    /// `HEADER_ABSENT`: one boundary crossing for all the headers.
+    #[wasm_bindgen(js_name = readHeaders)]
+    fn read_headers(req: &Request, names: &js_sys::Array) -> String;
+
     /// Applies a forwarding plan and fetches, all on the JS side: the
     /// headers and the body stream never cross into wasm.
     #[wasm_bindgen(js_name = forwardRequest, catch)]
+    #[allow(clippy::too_many_arguments)]
     fn forward_request(
         req: &Request,
         url: &str,
-        dropped: Vec<String>,
+        dropped: &js_sys::Array,
         drop_prefix: &str,
-        set: Vec<String>,
+        set_names: &js_sys::Array,
+        host: &str,
+        proto: &str,
+        action: &str,
+        rule_type: Option<String>,
+        signature: Option<String>,
     ) -> Result<js_sys::Promise, JsValue>;
+}
+
+/// What the router sets on a forwarded request.
+struct Forwarded<'a> {
+    public_host: &'a str,
+    public_proto: &'a str,
+    action: &'a str,
+    rule_type: Option<&'a str>,
+    signature: Option<&'a str>,
 }
 
 /// Forwards the incoming request to `url`: same method and body stream,
 /// headers cleaned per the core's forwarding plan, redirects not followed.
-async fn proxy(req: Request, url: &str, set: Vec<String>) -> Result<Response, String> {
+async fn proxy(
+    iso: &Isolate,
+    req: Request,
+    parts: &RequestParts,
+    url: &str,
+    set: Forwarded<'_>,
+) -> Result<Response, String> {
     let js_err = |e: JsValue| {
         js_sys::Reflect::get(&e, &"message".into())
             .ok()
             .and_then(|m| m.as_string())
             .unwrap_or_else(|| format!("{e:?}"))
     };
-    let incoming = req.headers();
-    let drop = forward::dropped_names(
-        incoming.get("connection").ok().flatten().as_deref(),
-        incoming.get("upgrade").ok().flatten().as_deref(),
-    );
-    let promise =
-        forward_request(&req, url, drop, forward::ROUTER_HEADER_PREFIX, set).map_err(js_err)?;
+    let (connection, upgrade) = (parts.header("connection"), parts.header("upgrade"));
+    let fresh;
+    let dropped = if connection.is_none() && upgrade.is_none() {
+        &iso.base_drop
+    } else {
+        fresh = js_array(forward::dropped_names(connection, upgrade));
+        &fresh
+    };
+    let promise = forward_request(
+        &req,
+        url,
+        dropped,
+        forward::ROUTER_HEADER_PREFIX,
+        &iso.set_names,
+        set.public_host,
+        set.public_proto,
+        set.action,
+        set.rule_type.map(str::to_string),
+        set.signature.map(str::to_string),
+    )
+    .map_err(js_err)?;
     let resp: Response = wasm_bindgen_futures::JsFuture::from(promise)
         .await
         .map_err(js_err)?
         .unchecked_into();
     Ok(resp)
-}
-
-/// The headers the router sets on a forwarded request, as name, value
-/// pairs (flattened for the JS side).
-fn forwarded_headers(
-    public_host: &str,
-    public_proto: &str,
-    action: &str,
-    rule_type: Option<&str>,
-    signature: Option<&str>,
-) -> Vec<String> {
-    let mut set = vec![
-        X_FORWARDED_HOST.to_string(),
-        public_host.to_string(),
-        X_FORWARDED_PROTO.to_string(),
-        public_proto.to_string(),
-        RULE_ACTION_HEADER.to_string(),
-        action.to_string(),
-    ];
-    if let Some(t) = rule_type {
-        set.extend([RULE_TYPE_HEADER.to_string(), t.to_string()]);
-    }
-    if let Some(sig) = signature {
-        set.extend([SIGNATURE_HEADER.to_string(), sig.to_string()]);
-    }
-    set
 }
 
 fn text_response(status: u16, body: &str) -> Response {
