@@ -515,6 +515,8 @@ async function main() {
   const nullWorker = { scriptPath: join(ROOT, "bench", "null-worker.mjs") };
   const specs = [
     { name: "null", options: { ...nullWorker, bindings: { UPSTREAM: sinkAddr } } },
+    // The workers-rs floor: a Rust worker that only forwards (no rules, no log).
+    { name: "rust-null", options: { scriptPath: join(ROOT, "bench", "rust-null", "build", "index.js"), bindings: { UPSTREAM: sinkAddr } } },
     { name: "passthrough", options: { ...router, bindings: routerVars("passthrough") } },
     { name: "token-warm", options: { ...router, bindings: routerVars("session_token") }, warm: true },
     // The same with GITLAB_REQUEST_LOG=errors: no log line for routine requests.

@@ -32,6 +32,12 @@ if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
   say "building the worker (release) and devstack (release)"
   bash scripts/build-worker.sh
   cargo build --release --quiet -p devstack
+  say "building the Rust floor worker (bench/rust-null)"
+  (cd bench/rust-null && CARGO_TARGET_DIR="$PWD/../../target/rust-null" \
+    WASM_BINDGEN_BIN="${CARGO_HOME:-$HOME/.cargo}/bin/wasm-bindgen" \
+    WASM_OPT_BIN="$PWD/../../node_modules/.bin/wasm-opt" \
+    ESBUILD_BIN="$PWD/../../node_modules/.bin/esbuild" \
+    worker-build --release >/dev/null 2>&1) || { echo "building bench/rust-null failed" >&2; exit 1; }
 fi
 
 mkdir -p target/bench
