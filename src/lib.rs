@@ -17,7 +17,7 @@ use router_core::forward::{
     self, AllowList, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 use router_core::log::RequestLog;
-use router_core::request::UrlParts;
+use router_core::request::{normalize_path, UrlParts};
 use router_core::resolve::{CacheLevel, Resolver};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
@@ -198,7 +198,7 @@ fn incoming(iso: &Isolate, req: &Request) -> Option<Incoming> {
     let mut parts = RequestParts {
         method: req.method(),
         host: split.host.to_ascii_lowercase(),
-        path: split.path.to_string(),
+        path: normalize_path(split.path).into_owned(),
         query: split.query.to_string(),
         headers: Vec::new(),
     };

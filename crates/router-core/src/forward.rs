@@ -31,6 +31,12 @@ const HOP_BY_HOP: &[&str] = &[
 /// service-token pair the router uses toward the Topology Service.
 const CLIENT_FORBIDDEN: &[&str] = &[
     X_FORWARDED_HOST,
+    // RFC 7239 `Forwarded`: registries prefer it to X-Forwarded-* when they
+    // build upload Location URLs; the other three are what Rack consults.
+    "forwarded",
+    "x-forwarded-port",
+    "x-forwarded-ssl",
+    "x-forwarded-scheme",
     "cf-access-client-id",
     "cf-access-client-secret",
 ];

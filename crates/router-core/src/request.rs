@@ -21,8 +21,10 @@ pub struct RequestParts {
 }
 
 /// The pieces of an absolute http(s) URL, borrowed from it. The edge
-/// splits workerd's already normalised `request.url` with this, in one
-/// call instead of one per URL property.
+/// splits workerd's `request.url` with this, in one call instead of one per
+/// URL property. workerd resolves literal `.` and `..` segments there but
+/// keeps `\` and percent-encoded dot segments, which `fetch` resolves
+/// later: run the path through [`normalize_path`] before matching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UrlParts<'a> {
     /// `http` or `https`.
@@ -69,6 +71,51 @@ impl<'a> UrlParts<'a> {
     }
 }
 
+/// Whether a path segment is `.` (1), `..` (2) or neither (0), with the
+/// WHATWG URL spec's percent-encoded spellings (`%2e`, any case).
+fn dot_segment(segment: &str) -> u8 {
+    match segment.to_ascii_lowercase().as_str() {
+        "." | "%2e" => 1,
+        ".." | ".%2e" | "%2e." | "%2e%2e" => 2,
+        _ => 0,
+    }
+}
+
+/// The path `fetch` will send for `path`: backslashes become slashes and
+/// dot segments (`.`, `..`, and `%2e` spellings) are resolved, as the URL
+/// parser does for http(s) URLs. The rules must judge the path the cell
+/// will receive, or `/v2/a\..\b/...` is classified as one repository and
+/// stored in another. Borrowed when nothing needs resolving.
+pub fn normalize_path(path: &str) -> std::borrow::Cow<'_, str> {
+    let needs_work =
+        path.contains('\\') || path.split('/').any(|segment| dot_segment(segment) != 0);
+    if !needs_work {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let unified = path.replace('\\', "/");
+    let rest = unified.strip_prefix('/').unwrap_or(&unified);
+    let parts: Vec<&str> = rest.split('/').collect();
+    let mut out: Vec<&str> = Vec::with_capacity(parts.len());
+    for (i, segment) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        match dot_segment(segment) {
+            2 => {
+                out.pop();
+                if last {
+                    out.push("");
+                }
+            }
+            1 => {
+                if last {
+                    out.push("");
+                }
+            }
+            _ => out.push(segment),
+        }
+    }
+    std::borrow::Cow::Owned(format!("/{}", out.join("/")))
+}
+
 impl RequestParts {
     /// A request from a method and a URL such as
     /// `https://gitlab.com/api/v4/user?x=1`.
@@ -77,7 +124,7 @@ impl RequestParts {
         Some(RequestParts {
             method: method.to_ascii_uppercase(),
             host: url.host.to_ascii_lowercase(),
-            path: url.path.to_string(),
+            path: normalize_path(url.path).into_owned(),
             query: url.query.to_string(),
             headers: Vec::new(),
         })
@@ -112,8 +159,10 @@ impl RequestParts {
             .split(';')
             .filter_map(|piece| {
                 let (name, value) = piece.split_once('=')?;
-                let name = name.trim();
-                let value = value.trim();
+                // Only the white space HTTP allows around a cookie: a
+                // value padded with U+00A0 is another value to Rails.
+                let name = name.trim_matches([' ', '\t']);
+                let value = value.trim_matches([' ', '\t']);
                 let value = value
                     .strip_prefix('"')
                     .and_then(|v| v.strip_suffix('"'))
@@ -162,6 +211,39 @@ mod tests {
         );
         let u = UrlParts::parse("https://h?x").unwrap();
         assert_eq!((u.path, u.query), ("/", "x"));
+    }
+
+    #[test]
+    fn paths_are_resolved_like_the_url_parser_does() {
+        for (raw, want) in [
+            ("/a/b", "/a/b"),
+            ("/", "/"),
+            (
+                "/v2/acme/img\\..\\..\\cell3-group/x/manifests/y",
+                "/v2/cell3-group/x/manifests/y",
+            ),
+            ("/jwt/%2e/auth", "/jwt/auth"),
+            ("/jwt/%2E%2e/jwt/auth", "/jwt/auth"),
+            ("/a/.%2E/b", "/b"),
+            ("/a/b/..", "/a/"),
+            ("/a/b/.", "/a/b/"),
+            ("/../..", "/"),
+            ("/a/%2ex/b", "/a/%2ex/b"),
+        ] {
+            assert_eq!(normalize_path(raw), want, "{raw}");
+        }
+        assert!(matches!(
+            normalize_path("/plain/path"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn cookie_values_keep_non_http_white_space() {
+        let mut r = RequestParts::default();
+        r.add_header("cookie", "a=\u{a0}x; b=y\u{3000}; c= z ");
+        let got: Vec<_> = r.cookies().collect();
+        assert_eq!(got, vec![("a", "\u{a0}x"), ("b", "y\u{3000}"), ("c", "z")]);
     }
 
     #[test]

@@ -74,11 +74,14 @@ fn fix_crc(value: &str) -> String {
 }
 
 fn base64_standard(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -130,7 +133,9 @@ fn is_repository_path(value: &str) -> bool {
     !value.is_empty()
         && value.split('/').all(|segment| {
             !segment.is_empty()
-                && segment.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+                && segment
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
                 && segment.as_bytes()[0].is_ascii_alphanumeric()
                 && segment.as_bytes()[segment.len() - 1].is_ascii_alphanumeric()
         })
@@ -154,7 +159,10 @@ fn check(ruleset: &Ruleset, req: &RequestParts) {
         ClassifyKind::SessionPrefix => {
             let v = value.expect("session prefix value");
             let digits = v.strip_prefix("cell-").expect("cell- prefix");
-            assert!(!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()), "{v:?}");
+            assert!(
+                !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()),
+                "{v:?}"
+            );
             assert_eq!(body["value"].as_str(), Some(v));
         }
         ClassifyKind::CellId => {

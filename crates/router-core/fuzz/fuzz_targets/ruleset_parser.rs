@@ -41,7 +41,10 @@ fuzz_target!(|data: &[u8]| {
     };
     assert!(!ruleset.rules().is_empty());
     if let HeaderInterest::Names(names) = ruleset.header_interest() {
-        assert!(names.iter().all(|n| *n == n.to_ascii_lowercase()), "{names:?}");
+        assert!(
+            names.iter().all(|n| *n == n.to_ascii_lowercase()),
+            "{names:?}"
+        );
     }
     let _ = ruleset.fixed_addresses().count();
     for request in probes() {
@@ -49,7 +52,8 @@ fuzz_target!(|data: &[u8]| {
         if let Action::Classify(c) = &decision.action {
             // The body is what the Topology Service receives: always valid JSON, with the
             // rendered value kept a string, whatever the ruleset's templates produced.
-            let body: serde_json::Value = serde_json::from_str(&c.body()).expect("classify body is JSON");
+            let body: serde_json::Value =
+                serde_json::from_str(&c.body()).expect("classify body is JSON");
             assert!(body.is_object());
             let _ = c.cache_key();
         }
