@@ -39,7 +39,7 @@ struct Isolate {
     ruleset: Option<Ruleset>,
     /// The configured allow-list plus the legacy cell and fixed addresses.
     allowed: AllowList,
-    resolver: Option<Rc<EdgeResolver>>,
+    resolver: Option<EdgeResolver>,
     /// The headers read per request (the rules' plus `connection` and
     /// `upgrade`), with a JS array of them made once; `None`: the rules
     /// need every header.
@@ -115,7 +115,7 @@ impl Isolate {
             }
         }
         let resolver = config.topology_url.as_ref().map(|url| {
-            Rc::new(Resolver::new(
+            Resolver::new(
                 io::FetchTransport::new(
                     url,
                     config.client_id.clone(),
@@ -125,7 +125,7 @@ impl Isolate {
                 io::JsPlatform,
                 config.cache.clone(),
                 config.client.clone(),
-            ))
+            )
         });
         let header_names = match ruleset.as_ref().map(Ruleset::header_interest) {
             Some(HeaderInterest::All) => None,
@@ -347,7 +347,7 @@ async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
                     &parts.query,
                 );
                 let signature = match (&iso.config.signer, iso.config.signing_policy) {
-                    (Ok(Some(signer)), _) => Some(signer.sign(&SignedRequest {
+                    (Ok(Some(signer)), _) => Ok(Some(signer.sign(&SignedRequest {
                         audience: &address,
                         method: &parts.method,
                         path: &parts.path,
@@ -356,13 +356,13 @@ async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
                         classify_type: rule_type,
                         jti: &io::random_uuid(),
                         now_ms: js_sys::Date::now() as u64,
-                    })),
-                    (_, SigningPolicy::Required) => None,
-                    (_, SigningPolicy::Optional) => Some(String::new()),
+                    }))),
+                    (_, SigningPolicy::Optional) => Ok(None),
+                    (_, SigningPolicy::Required) => Err(()),
                 };
                 log.upstream = Some(address);
                 let action = log.action;
-                let Some(signature) = signature else {
+                let Ok(signature) = signature else {
                     log.error = Some(
                         "request signing is required but no valid signing key is configured".into(),
                     );
@@ -370,7 +370,7 @@ async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
                     emit(&iso.config, &log);
                     return text_response(503, "gitlab-http-router: request signing unavailable\n");
                 };
-                let signature = (!signature.is_empty()).then_some(signature.as_str());
+                let signature = signature.as_deref();
                 let set = Forwarded {
                     public_host: &public_host,
                     public_proto,
