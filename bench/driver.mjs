@@ -33,6 +33,7 @@ import { gzipSync, constants as zc } from "node:zlib";
 import http from "node:http";
 import { Miniflare } from "miniflare";
 import { routableToken } from "../tests/e2e/tokens.mjs";
+import { stopChild } from "../tests/e2e/harness.mjs";
 import { profile as cpuProfile, summarize } from "./profile.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -160,21 +161,7 @@ async function startWorker(name, options) {
 
 async function stopAll() {
   for (const mf of instances) await mf.dispose().catch(() => {});
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      await new Promise((r) => {
-        const t = setTimeout(() => {
-          child.kill("SIGKILL");
-          r();
-        }, 3000);
-        child.once("exit", () => {
-          clearTimeout(t);
-          r();
-        });
-      });
-    }
-  }
+  for (const child of children) await stopChild(child);
 }
 
 // ---------------------------------------------------------------------------

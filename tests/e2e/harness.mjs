@@ -148,23 +148,25 @@ export async function startRouter(vars, logs = [], { routers = 1, probe = false 
   return mf;
 }
 
+/** Stops a child process: SIGTERM, then SIGKILL if it is still there after 3 s. */
+export async function stopChild(child) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise((resolve) => {
+    const t = setTimeout(() => {
+      child.kill("SIGKILL");
+      resolve();
+    }, 3000);
+    child.once("exit", () => {
+      clearTimeout(t);
+      resolve();
+    });
+    child.kill("SIGTERM");
+  });
+}
+
 async function stopStack(stack) {
   if (stack.mf) await stack.mf.dispose().catch(() => {});
-  for (const child of stack.children) {
-    if (child.exitCode === null) {
-      child.kill("SIGTERM");
-      await new Promise((r) => {
-        const t = setTimeout(() => {
-          child.kill("SIGKILL");
-          r();
-        }, 3000);
-        child.once("exit", () => {
-          clearTimeout(t);
-          r();
-        });
-      });
-    }
-  }
+  for (const child of stack.children) await stopChild(child);
 }
 
 /** The router's structured request log lines so far, parsed. */

@@ -8,7 +8,9 @@ import { createInterface } from "node:readline";
 import { crc32 } from "node:zlib";
 import { join } from "node:path";
 import http from "node:http";
-import { ROOT, HEX32 } from "./harness.mjs";
+import { ROOT, HEX32, stopChild } from "./harness.mjs";
+
+export { stopChild };
 
 const DEVSTACK = process.env.DEVSTACK_BIN ?? join(ROOT, "target", "debug", "devstack");
 
@@ -192,20 +194,6 @@ export function startCell(id) {
   });
 }
 
-export async function stopChild(child) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  await new Promise((resolve) => {
-    const t = setTimeout(() => {
-      child.kill("SIGKILL");
-      resolve();
-    }, 3000);
-    child.once("exit", () => {
-      clearTimeout(t);
-      resolve();
-    });
-    child.kill("SIGTERM");
-  });
-}
 
 // ---------------------------------------------------------------------------
 // Running a case and judging its outcome.

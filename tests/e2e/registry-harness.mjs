@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import net from "node:net";
-import { ROOT } from "./harness.mjs";
+import { ROOT, stopChild } from "./harness.mjs";
 
 export const REGISTRY_BIN = process.env.DOCKER_REGISTRY_BIN ?? "docker-registry";
 export const SKOPEO_BIN = process.env.SKOPEO_BIN ?? "skopeo";
@@ -116,20 +116,6 @@ export async function startRegistry(label) {
   throw lastErr;
 }
 
-export function stopChild(child) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const t = setTimeout(() => {
-      child.kill("SIGKILL");
-      resolve();
-    }, 3000);
-    child.once("exit", () => {
-      clearTimeout(t);
-      resolve();
-    });
-    child.kill("SIGTERM");
-  });
-}
 
 let policyFile;
 /** An accept-anything signature policy of our own, so no system file matters. */

@@ -170,9 +170,9 @@ pub struct Resolver<T, C, P> {
 
 impl<T, C, P> Resolver<T, C, P>
 where
-    T: TopologyTransport + 'static,
-    C: SharedCache + 'static,
-    P: Platform + 'static,
+    T: TopologyTransport,
+    C: SharedCache,
+    P: Platform,
 {
     pub fn new(
         transport: T,
@@ -191,10 +191,6 @@ where
             memory,
             inflight: RefCell::new(HashMap::new()),
         }
-    }
-
-    pub fn platform(&self) -> &P {
-        &self.platform
     }
 
     pub fn shared_cache(&self) -> &C {
