@@ -53,6 +53,8 @@ const OPT = {
   // Config names to profile (V8 CPU profile through the inspector) instead
   // of the measured rounds.
   profile: (env.BENCH_PROFILE ?? "").split(",").filter(Boolean),
+  // Only these configurations (plus `null`, every ratio's baseline).
+  configs: (env.BENCH_CONFIGS ?? "").split(",").filter(Boolean),
 };
 const DEVSTACK = env.DEVSTACK_BIN ?? join(ROOT, "target", "release", "devstack");
 const OUT_DIR = join(ROOT, "target", "bench");
@@ -514,6 +516,11 @@ async function main() {
     specs.push({ name: "null-log", options: { ...nullWorker, bindings: { UPSTREAM: sinkAddr, LOG: "1" } } });
     specs.push({ name: "cold-nocache", options: { ...router, bindings: routerVars("session_token"), cache: false }, cold: true });
   }
+  if (OPT.configs.length) {
+    const unknown = OPT.configs.filter((c) => !specs.some((s) => s.name === c));
+    if (unknown.length) throw new Error(`BENCH_CONFIGS names unknown configurations: ${unknown.join(", ")}`);
+    specs.splice(0, specs.length, ...specs.filter((s) => s.name === "null" || OPT.configs.includes(s.name)));
+  }
   const targets = [];
   for (const s of specs) {
     const t = await startWorker(s.name, s.options);
@@ -527,18 +534,21 @@ async function main() {
     const r = await request(`${t.url}/probe`, { headers: { cookie: "_gitlab_session=cell-3-0123456789abcdef0123456789abcdef" } });
     if (r.status !== 200 || r.text !== "ok\n") throw new Error(`${t.name}: probe answered ${r.status} ${r.text.slice(0, 200)} ${t.lines.last.join("\n")}`);
   }
-  // Warm the warm router: every request of the mix once (each distinct
+  // Warm the warm routers: every request of the mix once (each distinct
   // classification key), then check that the mix costs no service call.
-  const warm = targets.find((t) => t.warm);
-  const calls0 = await tsCalls(ts);
-  for (const r of mix) {
-    const res = await request(`${warm.url}${r.path}`, { method: r.method, headers: r.headers, body: r.body });
-    if (res.status !== 200) throw new Error(`warming: ${r.kind} ${r.path} → ${res.status} ${res.text.slice(0, 200)}`);
+  let warmKeys = 0;
+  let warmCheck = 0;
+  for (const warm of targets.filter((t) => t.warm)) {
+    const calls0 = await tsCalls(ts);
+    for (const r of mix) {
+      const res = await request(`${warm.url}${r.path}`, { method: r.method, headers: r.headers, body: r.body });
+      if (res.status !== 200) throw new Error(`warming: ${r.kind} ${r.path} → ${res.status} ${res.text.slice(0, 200)}`);
+    }
+    warmKeys = (await tsCalls(ts)) - calls0;
+    for (const r of mix.slice(0, 50)) await request(`${warm.url}${r.path}`, { method: r.method, headers: r.headers, body: r.body });
+    warmCheck = (await tsCalls(ts)) - calls0 - warmKeys;
+    log(`warmed ${warm.name}: ${warmKeys} service calls for ${mix.length} requests; ${warmCheck} more on replay`);
   }
-  const warmKeys = (await tsCalls(ts)) - calls0;
-  for (const r of mix.slice(0, 50)) await request(`${warm.url}${r.path}`, { method: r.method, headers: r.headers, body: r.body });
-  const warmCheck = (await tsCalls(ts)) - calls0 - warmKeys;
-  log(`warmed token-warm: ${warmKeys} service calls for ${mix.length} requests; ${warmCheck} more on replay`);
 
   if (OPT.profile.length) return profileMode(specs, targets, ts, sinkInfo);
 
@@ -597,7 +607,7 @@ async function main() {
   // and the passthrough router) so their memory is not the load rounds'.
   const streaming = [];
   let memory = [];
-  if (!OPT.skipStream) {
+  if (!OPT.skipStream && specs.some((s) => s.name === "passthrough")) {
     const pair = [];
     for (const name of ["null", "passthrough"]) {
       const spec = specs.find((x) => x.name === name);
@@ -639,8 +649,8 @@ async function main() {
   }
 
   // Sizes and the native bench.
-  const wasm = readFileSync(join(ROOT, "build", "index_bg.wasm"));
-  const js = readFileSync(join(ROOT, "build", "index.js"));
+  const wasm = readFileSync(join(ROOT, "build", "worker", "index.wasm"));
+  const js = readFileSync(join(ROOT, "build", "worker", "shim.mjs"));
   const sizes = {
     wasm_raw_bytes: wasm.length,
     wasm_gzip_bytes: gzipSync(wasm, { level: 9 }).length,
@@ -703,7 +713,7 @@ async function main() {
       ),
     );
   }
-  out.push(`\n== Sizes: build/index_bg.wasm ${fmt(sizes.wasm_raw_bytes / 1024)} KiB raw, ${fmt(sizes.wasm_gzip_bytes / 1024)} KiB gzip -9; build/index.js ${fmt(sizes.js_raw_bytes / 1024)} KiB raw, ${fmt(sizes.js_gzip_bytes / 1024, 1)} KiB gzip`);
+  out.push(`\n== Sizes: build/worker/index.wasm ${fmt(sizes.wasm_raw_bytes / 1024)} KiB raw, ${fmt(sizes.wasm_gzip_bytes / 1024)} KiB gzip -9; build/worker/shim.mjs ${fmt(sizes.js_raw_bytes / 1024)} KiB raw, ${fmt(sizes.js_gzip_bytes / 1024, 1)} KiB gzip`);
   if (native) {
     const kinds = Object.entries(native.ns_per_request_by_kind).map(([k, v]) => `${k} ${fmt(v)}`).join(", ");
     out.push(`== Rules engine, native (rules/session_token.json, 1000-request mix, divan fastest sample): ${fmt(native.ns_per_request)} ns/request (target < 2000; median ${fmt(native.ns_per_request_median)}); with the cache key ${fmt(native.ns_per_request_with_cache_key)} ns`);

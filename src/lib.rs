@@ -1,11 +1,20 @@
-//! The worker edge: the `fetch` handler of the GitLab Cells HTTP router.
+//! The worker edge of the GitLab Cells HTTP router.
 //!
-//! It stays thin: it reads only the request parts the ruleset needs, asks
-//! the pure core (`router_core`) for a decision, resolves it through the
-//! core's resolver (with the I/O adapters in [`io`]), and forwards the
-//! incoming request to the cell without touching its body. It works on raw
-//! `web_sys` types so a request crosses the wasm boundary a few times, not
-//! once per header.
+//! The Worker's fetch handler is `src/entry.js` (worker-build's
+//! `CUSTOM_SHIM`): it reads the URL, the method and only the headers the
+//! ruleset needs, and asks this module where the request goes:
+//!
+//! * [`route_sync`], a plain synchronous call, answers every request whose
+//!   route is known without waiting: fixed cells, the legacy cell, and
+//!   classifications in the isolate's memory cache. That is nearly all
+//!   traffic, and it never enters Rust's async machinery.
+//! * [`route_async`] answers the rest: Topology Service lookups (through the
+//!   Cache API and the service), rejections and errors.
+//!
+//! Both answer with a forwarding plan (see `plan`): the upstream URL and the
+//! headers to drop and set. The entry applies it and forwards the incoming
+//! request with its body stream, which never crosses into wasm. Routing
+//! itself is the pure core's (`router_core`).
 
 mod io;
 
@@ -18,14 +27,14 @@ use router_core::forward::{
 };
 use router_core::log::RequestLog;
 use router_core::request::{normalize_path, UrlParts};
-use router_core::resolve::{CacheLevel, Resolver};
+use router_core::resolve::{CacheLevel, Resolution, Resolver};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
 use router_core::{Action, Decision, RequestParts, RouterError, Ruleset};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{Headers, Request, Response, ResponseInit};
-use worker::{event, Context, Env};
+use worker::{event, worker_sys, Env};
 
 mod compiled {
     include!(concat!(env!("OUT_DIR"), "/rulesets.rs"));
@@ -40,22 +49,9 @@ struct Isolate {
     /// The configured allow-list plus the legacy cell and fixed addresses.
     allowed: AllowList,
     resolver: Option<EdgeResolver>,
-    /// The headers read per request (the rules' plus `connection` and
-    /// `upgrade`), with a JS array of them made once; `None`: the rules
-    /// need every header.
-    header_names: Option<(Vec<String>, js_sys::Array)>,
-    /// The client headers dropped from a request without `Connection` or
-    /// `Upgrade` (the common case), made once.
-    base_drop: js_sys::Array,
-    /// The names of the headers the router sets, in `forwardRequest`'s order.
-    set_names: js_sys::Array,
-}
-
-fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array {
-    items
-        .into_iter()
-        .map(|s| JsValue::from_str(s.as_ref()))
-        .collect()
+    /// The headers the entry reads per request (the rules' plus
+    /// `connection` and `upgrade`); `None`: the rules need every header.
+    header_names: Option<Vec<String>>,
 }
 
 thread_local! {
@@ -138,8 +134,7 @@ impl Isolate {
                     names.push(extra.to_string());
                 }
             }
-            let js = js_array(&names);
-            (names, js)
+            names
         });
         Isolate {
             config,
@@ -147,14 +142,6 @@ impl Isolate {
             allowed,
             resolver,
             header_names,
-            base_drop: js_array(forward::dropped_names(None, None)),
-            set_names: js_array([
-                X_FORWARDED_HOST,
-                X_FORWARDED_PROTO,
-                RULE_ACTION_HEADER,
-                RULE_TYPE_HEADER,
-                SIGNATURE_HEADER,
-            ]),
         }
     }
 }
@@ -164,10 +151,183 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
-#[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array {
+    items
+        .into_iter()
+        .map(|s| JsValue::from_str(s.as_ref()))
+        .collect()
+}
+
+/// What the entry needs once per isolate: `[header names (null: all of
+/// them), client headers always dropped, the headers a plan sets (in the
+/// plan's order), the prefix of the router's own headers]`.
+#[wasm_bindgen(js_name = routerSetup)]
+pub fn router_setup(env: Env) -> js_sys::Array {
     let iso = isolate(&env);
-    Ok(route(&iso, req, &ctx).await)
+    let names: JsValue = match &iso.header_names {
+        Some(names) => js_array(names).into(),
+        None => JsValue::NULL,
+    };
+    js_sys::Array::of4(
+        &names,
+        &js_array(forward::dropped_names(None, None)).into(),
+        &js_array([
+            X_FORWARDED_HOST,
+            X_FORWARDED_PROTO,
+            RULE_ACTION_HEADER,
+            RULE_TYPE_HEADER,
+            SIGNATURE_HEADER,
+        ])
+        .into(),
+        &JsValue::from_str(forward::ROUTER_HEADER_PREFIX),
+    )
+}
+
+/// Routes a request whose route is known without waiting, and returns its
+/// encoded plan ([`plan`]); `None` sends the request to [`route_async`].
+///
+/// `headers`: the values of the names from [`router_setup`], in order,
+/// joined by NUL, an absent header as `\x01` (the entry's `scanHeaders`).
+#[wasm_bindgen(js_name = routeSync)]
+pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<String> {
+    let iso = isolate(&env);
+    let names = iso.header_names.as_ref()?;
+    let incoming = Incoming::parse(url, method)?;
+    let mut parts = incoming.parts;
+    if !fill_headers(&mut parts, names, headers) {
+        return None;
+    }
+    let incoming = Incoming { parts, ..incoming };
+    let mut log = incoming.log(&iso);
+    let decision = iso.ruleset.as_ref().map(|r| r.decide(&incoming.parts));
+    let mut rule_type = None;
+    let target = match decision.as_ref().map(|d| &d.action) {
+        None => Ok(None),
+        Some(Action::Proxy { address }) => Ok(address.map(str::to_string)),
+        Some(Action::Reject { .. }) => return None,
+        Some(Action::Classify(request)) => {
+            let resolution = iso.resolver.as_ref()?.resolve_from_memory(request)?;
+            rule_type = Some(request.kind.rule_type_header());
+            log.classify_type = Some(request.kind.name());
+            target_of(&resolution, request.target, &mut log)
+        }
+    };
+    // Errors are rare and answered by route_async, which logs them.
+    plan(
+        &iso,
+        &incoming,
+        decision.as_ref(),
+        &mut log,
+        rule_type,
+        target,
+    )
+    .ok()
+}
+
+/// Routes any request: returns its encoded plan ([`plan`]), or the `Response` it
+/// gets instead (a rejection, a 4xx or 5xx from the router). The Topology
+/// Service's answers are cached for [`route_sync`]; Cache API writes are
+/// handed to `ctx.waitUntil`.
+///
+/// `headers`: as for [`route_sync`], or `None` when the rules need every
+/// header (read from `req` here).
+#[wasm_bindgen(js_name = routeAsync)]
+pub async fn route_async(
+    env: Env,
+    ctx: worker_sys::Context,
+    req: Request,
+    url: String,
+    method: String,
+    headers: Option<String>,
+) -> JsValue {
+    let started = js_sys::Date::now();
+    let iso = isolate(&env);
+    let Some(incoming) = Incoming::parse(&url, method) else {
+        return text_response(400, "bad request URL\n").into();
+    };
+    let mut parts = incoming.parts;
+    match (&iso.header_names, headers) {
+        (Some(names), Some(joined)) if fill_headers(&mut parts, names, &joined) => {}
+        (Some(names), _) => {
+            // A value held a separator (invalid in HTTP): ask one by one.
+            let all = req.headers();
+            parts.headers.clear();
+            for name in names {
+                if let Ok(Some(value)) = all.get(name) {
+                    parts.headers.push((name.clone(), value));
+                }
+            }
+        }
+        (None, _) => parts.headers = header_pairs(&req.headers()),
+    }
+    let incoming = Incoming { parts, ..incoming };
+    let mut log = incoming.log(&iso);
+    let respond = |log: &mut RequestLog, status: u16, body: &str| -> JsValue {
+        log.status = Some(status);
+        log.duration_ms = (js_sys::Date::now() - started).max(0.0) as u64;
+        emit(&iso.config, log);
+        text_response(status, body).into()
+    };
+
+    let decision = iso.ruleset.as_ref().map(|r| r.decide(&incoming.parts));
+    let mut rule_type = None;
+    let target = match decision.as_ref().map(|d| &d.action) {
+        None => Ok(None),
+        Some(Action::Proxy { address }) => Ok(address.map(str::to_string)),
+        Some(Action::Reject { status, message }) => {
+            let d = decision.as_ref().expect("matched above");
+            log.rule = d.rule_id;
+            log.action = "reject";
+            return respond(&mut log, *status, &format!("{message}\n"));
+        }
+        Some(Action::Classify(request)) => {
+            rule_type = Some(request.kind.rule_type_header());
+            log.classify_type = Some(request.kind.name());
+            match &iso.resolver {
+                None => {
+                    log.cache = Some(CacheLevel::Fallback);
+                    log.error = Some("GITLAB_TOPOLOGY_SERVICE_URL is not set".into());
+                    Ok(None)
+                }
+                Some(resolver) => {
+                    let res = resolver.resolve(request).await;
+                    // Cache API writes finish after the response is sent.
+                    for write in resolver.shared_cache().take_pending() {
+                        let _ = ctx.wait_until(&write);
+                    }
+                    log.attempts = (res.attempts > 0).then_some(res.attempts);
+                    log.service_ms = res.service_ms;
+                    log.coalesced = res.coalesced;
+                    log.error = res.error.as_ref().map(ToString::to_string);
+                    target_of(&res, request.target, &mut log)
+                }
+            }
+        }
+    };
+    match plan(
+        &iso,
+        &incoming,
+        decision.as_ref(),
+        &mut log,
+        rule_type,
+        target,
+    ) {
+        Ok(plan) => JsValue::from_str(&plan),
+        Err((status, body)) => respond(&mut log, status, &body),
+    }
+}
+
+/// The address a resolution gives for `target` (`None`: the legacy cell).
+fn target_of(
+    res: &Resolution,
+    target: router_core::Target,
+    log: &mut RequestLog,
+) -> Result<Option<String>, RouterError> {
+    log.cache = Some(res.level);
+    match &res.classification {
+        None => Ok(None),
+        Some(c) => c.address_for(target).map(|a| a.map(str::to_string)),
+    }
 }
 
 /// Writes the request's log line, as `GITLAB_REQUEST_LOG` asks.
@@ -190,49 +350,57 @@ struct Incoming {
     public_proto: &'static str,
 }
 
-/// Reads only what the rules need: one call for the URL (split in Rust),
-/// one for the method, one for all the headers the ruleset names.
-fn incoming(iso: &Isolate, req: &Request) -> Option<Incoming> {
-    let url = req.url();
-    let split = UrlParts::parse(&url)?;
-    let mut parts = RequestParts {
-        method: req.method(),
-        host: split.host.to_ascii_lowercase(),
-        path: normalize_path(split.path).into_owned(),
-        query: split.query.to_string(),
-        headers: Vec::new(),
-    };
-    match &iso.header_names {
-        Some((names, js_names)) => {
-            let joined = read_headers(req, js_names);
-            let values: Vec<&str> = joined.split(HEADER_SEPARATOR).collect();
-            if values.len() == names.len() {
-                for (name, value) in names.iter().zip(values) {
-                    if value != HEADER_ABSENT {
-                        parts.headers.push((name.clone(), value.to_string()));
-                    }
-                }
+impl Incoming {
+    /// The URL split in Rust; headers are added by the caller.
+    fn parse(url: &str, method: String) -> Option<Incoming> {
+        let split = UrlParts::parse(url)?;
+        Some(Incoming {
+            public_host: split.authority.to_string(),
+            public_proto: if split.scheme == "https" {
+                "https"
             } else {
-                // A value held a separator (invalid in HTTP): ask one by one.
-                let headers = req.headers();
-                for name in names {
-                    if let Ok(Some(value)) = headers.get(name) {
-                        parts.headers.push((name.clone(), value));
-                    }
-                }
-            }
-        }
-        None => parts.headers = header_pairs(&req.headers()),
+                "http"
+            },
+            parts: RequestParts {
+                method,
+                host: split.host.to_ascii_lowercase(),
+                path: normalize_path(split.path).into_owned(),
+                query: split.query.to_string(),
+                headers: Vec::new(),
+            },
+        })
     }
-    Some(Incoming {
-        public_host: split.authority.to_string(),
-        public_proto: if split.scheme == "https" {
-            "https"
-        } else {
-            "http"
-        },
-        parts,
-    })
+
+    fn log<'a>(&'a self, iso: &'a Isolate) -> RequestLog<'a> {
+        RequestLog {
+            ruleset: iso.ruleset.as_ref().map_or("none", Ruleset::name),
+            method: &self.parts.method,
+            path: &self.parts.path,
+            action: "proxy",
+            ..Default::default()
+        }
+    }
+}
+
+/// Separates header values in `scanHeaders`' answer and in an encoded
+/// plan, and marks an absent header; neither can occur in a valid HTTP
+/// field value, a URL or a JSON text.
+const SEPARATOR: char = '\u{0}';
+const HEADER_ABSENT: &str = "\u{1}";
+
+/// Adds the joined header values to `parts`; false when their count does
+/// not match (a value held the separator).
+fn fill_headers(parts: &mut RequestParts, names: &[String], joined: &str) -> bool {
+    let values: Vec<&str> = joined.split(SEPARATOR).collect();
+    if values.len() != names.len() {
+        return false;
+    }
+    for (name, value) in names.iter().zip(values) {
+        if value != HEADER_ABSENT {
+            parts.headers.push((name.clone(), value.to_string()));
+        }
+    }
+    true
 }
 
 fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
@@ -249,250 +417,108 @@ fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
     out
 }
 
-/// Routes one request; every failure becomes a response, never a panic.
-async fn route(iso: &Isolate, req: Request, ctx: &Context) -> Response {
-    let started = js_sys::Date::now();
-    let ruleset_name = iso.ruleset.as_ref().map_or("none", Ruleset::name);
-    let Some(Incoming {
-        parts,
-        public_host,
-        public_proto,
-    }) = incoming(iso, &req)
-    else {
-        return text_response(400, "bad request URL\n");
-    };
-    let mut log = RequestLog {
-        ruleset: ruleset_name,
-        method: &parts.method,
-        path: &parts.path,
-        action: "proxy",
-        ..Default::default()
-    };
-
-    let decision = iso.ruleset.as_ref().map(|r| r.decide(&parts));
-    if let Some(
-        d @ Decision {
-            action: Action::Reject { status, message },
-            ..
-        },
-    ) = &decision
-    {
-        log.rule = d.rule_id;
-        log.action = "reject";
-        log.status = Some(*status);
-        emit(&iso.config, &log);
-        return text_response(*status, &format!("{message}\n"));
-    }
-    let mut rule_type: Option<&str> = None;
-    let target: Result<Option<String>, RouterError> = match decision.as_ref().map(|d| &d.action) {
-        None => Ok(None),
-        Some(Action::Proxy { address }) => Ok(address.map(str::to_string)),
-        // Answered above.
-        Some(Action::Reject { .. }) => Ok(None),
-        Some(Action::Classify(request)) => {
-            rule_type = Some(request.kind.rule_type_header());
-            log.classify_type = Some(request.kind.name());
-            match &iso.resolver {
-                None => {
-                    log.cache = Some(CacheLevel::Fallback);
-                    log.error = Some("GITLAB_TOPOLOGY_SERVICE_URL is not set".into());
-                    Ok(None)
-                }
-                Some(resolver) => {
-                    let res = resolver.resolve(request).await;
-                    // Cache API writes finish after the response is sent.
-                    for write in resolver.shared_cache().take_pending() {
-                        ctx.wait_until(async move {
-                            let _ = wasm_bindgen_futures::JsFuture::from(write).await;
-                        });
-                    }
-                    log.cache = Some(res.level);
-                    log.attempts = (res.attempts > 0).then_some(res.attempts);
-                    log.service_ms = res.service_ms;
-                    log.coalesced = res.coalesced;
-                    log.error = res.error.as_ref().map(ToString::to_string);
-                    match &res.classification {
-                        None => Ok(None),
-                        Some(c) => c.address_for(request.target).map(|a| a.map(str::to_string)),
-                    }
-                }
-            }
-        }
-    };
-    if let Some(d) = &decision {
+/// The upstream for a decided request, as an encoded plan, or the status
+/// and body the request gets instead (the error is in `log`).
+///
+/// A plan says how the entry forwards the request, as one string (one
+/// boundary crossing) of fields joined by NUL, in this order:
+///
+/// | field | |
+/// |---|---|
+/// | url | the upstream URL |
+/// | drop | client headers to drop, comma-separated; empty: the usual set |
+/// | host, proto | `X-Forwarded-Host`, `X-Forwarded-Proto` |
+/// | action, type | the rule headers (`type` empty: not set) |
+/// | signature | `X-Gitlab-Http-Router-Signature` (empty: not set) |
+/// | log head, log tail | the log line around `"status":…,"duration_ms":…` |
+/// | log always | `1`: log whatever the status; `0`: only a 5xx |
+fn plan<'a>(
+    iso: &'a Isolate,
+    incoming: &'a Incoming,
+    decision: Option<&Decision<'a>>,
+    log: &mut RequestLog<'a>,
+    rule_type: Option<&str>,
+    target: Result<Option<String>, RouterError>,
+) -> Result<String, (u16, String)> {
+    if let Some(d) = decision {
         log.rule = d.rule_id;
         log.action = d.action.name();
     }
-
-    let response = match target {
+    let parts = &incoming.parts;
+    let address = match target {
         Err(e) => {
             log.error = Some(e.to_string());
-            text_response(502, &format!("gitlab-http-router: {e}\n"))
+            return Err((502, format!("gitlab-http-router: {e}\n")));
         }
-        Ok(address) => match address.or_else(|| iso.config.proxy_host.clone()) {
-            None => {
-                log.error = Some("no legacy cell configured (GITLAB_PROXY_HOST)".into());
-                text_response(502, "gitlab-http-router: no upstream configured\n")
-            }
-            Some(address) if !iso.allowed.allows(&address) => {
-                log.error = Some(RouterError::UpstreamNotAllowed(address.clone()).to_string());
-                log.upstream = Some(address);
-                text_response(502, "gitlab-http-router: upstream not allowed\n")
-            }
-            Some(address) => {
-                let url = forward::upstream_url(
-                    iso.config.upstream_scheme,
-                    &address,
-                    &parts.path,
-                    &parts.query,
-                );
-                let signature = match (&iso.config.signer, iso.config.signing_policy) {
-                    (Ok(Some(signer)), _) => Ok(Some(signer.sign(&SignedRequest {
-                        audience: &address,
-                        method: &parts.method,
-                        path: &parts.path,
-                        query: &parts.query,
-                        rule: log.rule,
-                        classify_type: rule_type,
-                        jti: &io::random_uuid(),
-                        now_ms: js_sys::Date::now() as u64,
-                    }))),
-                    (_, SigningPolicy::Optional) => Ok(None),
-                    (_, SigningPolicy::Required) => Err(()),
-                };
-                log.upstream = Some(address);
-                let action = log.action;
-                let Ok(signature) = signature else {
-                    log.error = Some(
-                        "request signing is required but no valid signing key is configured".into(),
-                    );
-                    log.status = Some(503);
-                    emit(&iso.config, &log);
-                    return text_response(503, "gitlab-http-router: request signing unavailable\n");
-                };
-                let signature = signature.as_deref();
-                let set = Forwarded {
-                    public_host: &public_host,
-                    public_proto,
-                    action,
-                    rule_type,
-                    signature,
-                };
-                match proxy(iso, req, &parts, &url, set).await {
-                    Ok(resp) => resp,
-                    Err(e) => {
-                        log.error = Some(format!("upstream fetch failed: {e}"));
-                        text_response(502, "gitlab-http-router: upstream unreachable\n")
-                    }
-                }
-            }
-        },
+        Ok(address) => address.or_else(|| iso.config.proxy_host.clone()),
     };
-    log.status = Some(response.status());
-    log.duration_ms = (js_sys::Date::now() - started).max(0.0) as u64;
-    emit(&iso.config, &log);
-    response
-}
-
-/// Separates header values in `readHeaders`' answer, and marks an absent
-/// header; neither can occur in a valid HTTP field value.
-const HEADER_SEPARATOR: char = '\u{0}';
-const HEADER_ABSENT: &str = "\u{1}";
-
-#[wasm_bindgen(inline_js = r#"
-export function readHeaders(req, names) {
-  const headers = req.headers;
-  let out = "";
-  for (let i = 0; i < names.length; i++) {
-    const value = headers.get(names[i]);
-    out += (i ? "\u0000" : "") + (value === null ? "\u0001" : value);
-  }
-  return out;
-}
-
-export function forwardRequest(req, url, drop, dropPrefix, setNames, host, proto, action, ruleType, signature) {
-  const headers = new Headers(req.headers);
-  for (const name of [...headers.keys()]) if (name.startsWith(dropPrefix)) headers.delete(name);
-  for (const name of drop) headers.delete(name);
-  const values = [host, proto, action, ruleType, signature];
-  for (let i = 0; i < setNames.length; i++) if (values[i] !== undefined) headers.set(setNames[i], values[i]);
-  return fetch(url, { method: req.method, headers, body: req.body, redirect: "manual" });
-}
-"#)]
-extern "C" {
-    /// The values of `names` joined by `HEADER_SEPARATOR`, absent ones as
-    /// `HEADER_ABSENT`: one boundary crossing for all the headers.
-    #[wasm_bindgen(js_name = readHeaders)]
-    fn read_headers(req: &Request, names: &js_sys::Array) -> String;
-
-    /// Applies a forwarding plan and fetches, all on the JS side: the
-    /// headers and the body stream never cross into wasm.
-    #[wasm_bindgen(js_name = forwardRequest, catch)]
-    #[allow(clippy::too_many_arguments)]
-    fn forward_request(
-        req: &Request,
-        url: &str,
-        dropped: &js_sys::Array,
-        drop_prefix: &str,
-        set_names: &js_sys::Array,
-        host: &str,
-        proto: &str,
-        action: &str,
-        rule_type: Option<String>,
-        signature: Option<String>,
-    ) -> Result<js_sys::Promise, JsValue>;
-}
-
-/// What the router sets on a forwarded request.
-struct Forwarded<'a> {
-    public_host: &'a str,
-    public_proto: &'a str,
-    action: &'a str,
-    rule_type: Option<&'a str>,
-    signature: Option<&'a str>,
-}
-
-/// Forwards the incoming request to `url`: same method and body stream,
-/// headers cleaned per the core's forwarding plan, redirects not followed.
-async fn proxy(
-    iso: &Isolate,
-    req: Request,
-    parts: &RequestParts,
-    url: &str,
-    set: Forwarded<'_>,
-) -> Result<Response, String> {
-    let js_err = |e: JsValue| {
-        js_sys::Reflect::get(&e, &"message".into())
-            .ok()
-            .and_then(|m| m.as_string())
-            .unwrap_or_else(|| format!("{e:?}"))
+    let Some(address) = address else {
+        log.error = Some("no legacy cell configured (GITLAB_PROXY_HOST)".into());
+        return Err((502, "gitlab-http-router: no upstream configured\n".into()));
     };
+    if !iso.allowed.allows(&address) {
+        log.error = Some(RouterError::UpstreamNotAllowed(address.clone()).to_string());
+        log.upstream = Some(address);
+        return Err((502, "gitlab-http-router: upstream not allowed\n".into()));
+    }
+    let url = forward::upstream_url(
+        iso.config.upstream_scheme,
+        &address,
+        &parts.path,
+        &parts.query,
+    );
+    let signature = match (&iso.config.signer, iso.config.signing_policy) {
+        (Ok(Some(signer)), _) => Some(signer.sign(&SignedRequest {
+            audience: &address,
+            method: &parts.method,
+            path: &parts.path,
+            query: &parts.query,
+            rule: log.rule,
+            classify_type: rule_type,
+            jti: &io::random_uuid(),
+            now_ms: js_sys::Date::now() as u64,
+        })),
+        (_, SigningPolicy::Optional) => None,
+        (_, SigningPolicy::Required) => {
+            log.upstream = Some(address);
+            log.error =
+                Some("request signing is required but no valid signing key is configured".into());
+            return Err((
+                503,
+                "gitlab-http-router: request signing unavailable\n".into(),
+            ));
+        }
+    };
+    log.upstream = Some(address);
     let (connection, upgrade) = (parts.header("connection"), parts.header("upgrade"));
-    let fresh;
-    let dropped = if connection.is_none() && upgrade.is_none() {
-        &iso.base_drop
+    let drop = if connection.is_none() && upgrade.is_none() {
+        String::new()
     } else {
-        fresh = js_array(forward::dropped_names(connection, upgrade));
-        &fresh
+        forward::dropped_names(connection, upgrade).join(",")
     };
-    let promise = forward_request(
-        &req,
-        url,
-        dropped,
-        forward::ROUTER_HEADER_PREFIX,
-        &iso.set_names,
-        set.public_host,
-        set.public_proto,
-        set.action,
-        set.rule_type.map(str::to_string),
-        set.signature.map(str::to_string),
-    )
-    .map_err(js_err)?;
-    let resp: Response = wasm_bindgen_futures::JsFuture::from(promise)
-        .await
-        .map_err(js_err)?
-        .unchecked_into();
-    Ok(resp)
+    let (log_head, log_tail) = log.to_json_around_status();
+    let log_always =
+        iso.config.request_logging == RequestLogging::All || log.is_notable_whatever_the_status();
+    let fields: [&str; 10] = [
+        &url,
+        &drop,
+        &incoming.public_host,
+        incoming.public_proto,
+        log.action,
+        rule_type.unwrap_or(""),
+        signature.as_deref().unwrap_or(""),
+        &log_head,
+        &log_tail,
+        if log_always { "1" } else { "0" },
+    ];
+    let mut encoded = String::with_capacity(fields.iter().map(|f| f.len() + 1).sum());
+    for (i, field) in fields.iter().enumerate() {
+        if i > 0 {
+            encoded.push(SEPARATOR);
+        }
+        encoded.push_str(field);
+    }
+    Ok(encoded)
 }
 
 fn text_response(status: u16, body: &str) -> Response {

@@ -258,7 +258,7 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     const names = upload.parts.map((p) => p.name);
     const wasm = upload.parts.filter((p) => p.name.endsWith(".wasm"));
     assert.equal(wasm.length, 1, `parts: ${names}`);
-    assert.equal(wasm[0].size, project.wasmSize, "the wasm part is build/index_bg.wasm, byte for byte in size");
+    assert.equal(wasm[0].size, project.wasmSize, "the wasm part is build/worker/index.wasm, byte for byte in size");
     assert.ok(names.includes("metadata"), `parts: ${names}`);
     assert.ok(upload.parts.some((p) => p.name.endsWith(".js") && p.size > 1000), `parts: ${names}`);
     assert.equal(upload.metadata.main_module, "index.js");

@@ -15,7 +15,7 @@ export const ACCOUNT_ID = "0123456789abcdef0123456789abcdef";
 
 /** Builds the worker once when build/ is missing (the tests use SKIP_BUILD=true). */
 export function ensureBuild() {
-  if (fs.existsSync(path.join(REPO, "build/index_bg.wasm")) && fs.existsSync(path.join(REPO, "build/index.js"))) return;
+  if (fs.existsSync(path.join(REPO, "build/worker/index.wasm")) && fs.existsSync(path.join(REPO, "build/index.js"))) return;
   const r = spawnSync("bash", ["scripts/build-worker.sh"], { cwd: REPO, stdio: "inherit" });
   if (r.status !== 0) throw new Error("bash scripts/build-worker.sh failed");
 }
@@ -49,7 +49,7 @@ export function makeProject(t) {
   return {
     dir,
     config: path.join(dir, "wrangler.toml"),
-    wasmSize: fs.statSync(path.join(dir, "build/index_bg.wasm")).size,
+    wasmSize: fs.statSync(path.join(dir, "build/worker/index.wasm")).size,
     rulesctlCalls: () => {
       const f = path.join(dir, "rulesctl.calls");
       return fs.existsSync(f) ? fs.readFileSync(f, "utf8").trim().split("\n") : [];

@@ -3,7 +3,7 @@
 // answers, Cache-Tag, coalescing, retries, timeouts and the service down.
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, request, waitForLog, sessionCookie, getJson, postJson } from "./harness.mjs";
+import { startStack, request, waitForLog, requestLogs, sessionCookie, getJson, postJson } from "./harness.mjs";
 
 /** The router's cache key for a classify body (FNV-1a 64, as the core). */
 function cacheKeyUrl(kind, body, target = "web") {
@@ -40,6 +40,47 @@ describe("classification cache", () => {
       assert.equal((await cellFor(stack, 2, { path: "/third" })).cell, "2");
       assert.equal((await stats(stack)).classify_calls, 2, "expired entries are asked again");
       assert.equal((await waitForLog(stack, (l) => l.path === "/third")).cache, "service");
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("a memory hit (routeSync, no await) forwards and logs exactly what the service-answered request did", async () => {
+    const stack = await startStack();
+    try {
+      const send = (path) =>
+        request(`${stack.url}${path}`, {
+          headers: {
+            host: "gitlab.example.com",
+            cookie: `theme=dark; ${sessionCookie(2)}`,
+            connection: "x-hop",
+            "x-hop": "dropped",
+            "x-forwarded-host": "evil.example",
+            "x-gitlab-http-router-rule-action": "spoofed",
+            "cf-access-client-secret": "spoofed",
+            "x-kept": "kept",
+          },
+        });
+      const first = await send("/first?q=1");
+      const second = await send("/first?q=1");
+      assert.equal(first.status, 200);
+      assert.equal(second.status, 200);
+      const [a, b] = [first.json(), second.json()];
+      assert.equal(a.cell, "2");
+      assert.deepEqual(b.headers, a.headers, "the same forwarded headers on both paths");
+      assert.equal(a.headers["x-forwarded-host"], "gitlab.example.com");
+      assert.equal(a.headers["x-gitlab-http-router-rule-action"], "classify");
+      assert.equal(a.headers["x-gitlab-http-router-rule-type"], "SESSION_PREFIX");
+      assert.equal(a.headers["x-kept"], "kept");
+      for (const gone of ["x-hop", "cf-access-client-secret"]) assert.equal(a.headers[gone], undefined, gone);
+
+      const viaMemory = await waitForLog(stack, (l) => l.path === "/first" && l.cache === "memory");
+      const viaService = await waitForLog(stack, (l) => l.path === "/first" && l.cache === "service");
+      assert.ok(viaMemory && viaService, JSON.stringify(requestLogs(stack)));
+      const routing = ({ cache, duration_ms, service_ms, attempts, ...rest }) => rest;
+      assert.deepEqual(routing(viaMemory), routing(viaService), "the same log fields apart from the cache level and timings");
+      assert.equal(viaMemory.status, 200);
+      assert.equal(typeof viaMemory.duration_ms, "number");
     } finally {
       await stack.stop();
     }

@@ -33,14 +33,41 @@ impl RequestLog<'_> {
     /// Whether the outcome needs an operator's attention: an error, an
     /// answer from a stale entry or the fallback, a rejection, or a 5xx.
     pub fn is_notable(&self) -> bool {
+        self.is_notable_whatever_the_status() || self.status.is_none_or(|s| s >= 500)
+    }
+
+    /// [`RequestLog::is_notable`] for any status below 500: decided before
+    /// the upstream answers.
+    pub fn is_notable_whatever_the_status(&self) -> bool {
         self.error.is_some()
             || matches!(self.cache, Some(CacheLevel::Stale | CacheLevel::Fallback))
             || self.action == "reject"
-            || self.status.is_none_or(|s| s >= 500)
     }
 
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| format!(r#"{{"log_error":"{e}"}}"#))
+    }
+
+    /// The line cut where `"status":…,"duration_ms":…` go, for whoever
+    /// learns them later (the JS entry, once the upstream answered):
+    /// `head + "\"status\":200,\"duration_ms\":3" + tail` is the line
+    /// [`RequestLog::to_json`] would write with those values.
+    pub fn to_json_around_status(&self) -> (String, String) {
+        const MARK: &str = r#""status":null,"duration_ms":0"#;
+        let line = RequestLog {
+            status: None,
+            duration_ms: 0,
+            upstream: self.upstream.clone(),
+            error: self.error.clone(),
+            ..*self
+        }
+        .to_json();
+        // Inside a JSON string every quote is escaped, so the mark can only
+        // be the fields themselves.
+        match line.rfind(MARK) {
+            Some(at) => (line[..at].to_string(), line[at + MARK.len()..].to_string()),
+            None => (format!("{{\"log\":{line},"), "}".to_string()),
+        }
     }
 }
 
@@ -68,6 +95,33 @@ mod tests {
         assert_eq!(v["rule"], "session");
         assert!(v.get("error").is_none());
         assert!(v.get("coalesced").is_none());
+    }
+
+    #[test]
+    fn line_cut_around_status_joins_back_into_the_same_line() {
+        for error in [
+            None,
+            Some("service down \"quoted\" \"status\":null,\"duration_ms\":0".to_string()),
+        ] {
+            let mut log = RequestLog {
+                ruleset: "session_token",
+                method: "GET",
+                path: "/\"status\":null,\"duration_ms\":0",
+                rule: Some("session"),
+                action: "classify",
+                cache: Some(CacheLevel::Memory),
+                upstream: Some("127.0.0.1:9102".into()),
+                error: error.clone(),
+                ..Default::default()
+            };
+            let (head, tail) = log.to_json_around_status();
+            log.status = Some(201);
+            log.duration_ms = 7;
+            assert_eq!(
+                format!(r#"{head}"status":201,"duration_ms":7{tail}"#),
+                log.to_json()
+            );
+        }
     }
 
     #[test]

@@ -206,16 +206,8 @@ where
     /// `classification: None` (legacy cell) with the error that led there.
     pub async fn resolve(&self, request: &ClassifyRequest) -> Resolution {
         let key = request.cache_key();
-        let now = self.platform.now_ms();
-        if let Some((entry, true)) = self.memory.borrow_mut().get(&key, now) {
-            return Resolution {
-                classification: Some(entry.classification.clone()),
-                level: CacheLevel::Memory,
-                attempts: 0,
-                service_ms: None,
-                coalesced: false,
-                error: None,
-            };
+        if let Some(res) = self.memory_hit(&key) {
+            return res;
         }
 
         // One call per key at a time: later requests wait on the first.
@@ -237,6 +229,28 @@ where
         *slot.borrow_mut() = Some(res.clone());
         self.inflight.borrow_mut().remove(&key);
         res
+    }
+
+    /// A fresh answer from the in-isolate memory cache, without awaiting:
+    /// the edge's synchronous fast path asks this first and takes the
+    /// asynchronous [`Resolver::resolve`] only when it is `None`.
+    pub fn resolve_from_memory(&self, request: &ClassifyRequest) -> Option<Resolution> {
+        self.memory_hit(&request.cache_key())
+    }
+
+    fn memory_hit(&self, key: &str) -> Option<Resolution> {
+        let now = self.platform.now_ms();
+        match self.memory.borrow_mut().get(key, now) {
+            Some((entry, true)) => Some(Resolution {
+                classification: Some(entry.classification.clone()),
+                level: CacheLevel::Memory,
+                attempts: 0,
+                service_ms: None,
+                coalesced: false,
+                error: None,
+            }),
+            _ => None,
+        }
     }
 
     /// Polls `slot` on this request's own timers until the leading request

@@ -203,6 +203,33 @@ fn second_request_is_a_memory_hit_until_the_ttl_ends() {
 }
 
 #[test]
+fn memory_lookup_without_awaiting_answers_only_fresh_entries() {
+    let (resolver, service, shared, platform) = setup();
+    assert_eq!(resolver.resolve_from_memory(&session("cell-2")), None);
+    service.push(found("cell-2", "max-age=60"));
+    run(resolver.resolve(&session("cell-2")));
+    let hit = resolver
+        .resolve_from_memory(&session("cell-2"))
+        .expect("a fresh entry");
+    assert_eq!(
+        (hit.level, address(&hit)),
+        (CacheLevel::Memory, Some("cell-2"))
+    );
+    assert_eq!(resolver.resolve_from_memory(&session("cell-3")), None);
+    // Only the memory cache: another isolate with the shared cache's copy
+    // has no hit.
+    let (other, _, other_shared, _) = setup();
+    let copied = shared.entries.borrow().clone();
+    assert_eq!(copied.len(), 1);
+    *other_shared.entries.borrow_mut() = copied;
+    assert_eq!(other.resolve_from_memory(&session("cell-2")), None);
+    // A stale entry (past max-age, within stale-if-error) needs the service.
+    platform.now.set(platform.now.get() + 61_000);
+    assert_eq!(resolver.resolve_from_memory(&session("cell-2")), None);
+    assert_eq!(service.calls.get(), 1);
+}
+
+#[test]
 fn shared_cache_answers_a_cold_isolate() {
     let (resolver, service, shared, platform) = setup();
     service.push(found("cell-3", "max-age=60"));

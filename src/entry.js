@@ -1,0 +1,143 @@
+// The Worker's fetch handler: worker-build's CUSTOM_SHIM
+// (scripts/build-worker.sh), bundled with wasm-bindgen's glue into
+// build/worker/shim.mjs. `$SNIPPET_…` are filled in by worker-build.
+//
+// Routing is Rust's (src/lib.rs over crates/router-core); this module only
+// carries a request across: it reads the URL, the method and the headers
+// the ruleset needs, asks `routeSync` (a plain call: fixed cells, the
+// legacy cell, classifications in the isolate's memory cache) or, when that
+// cannot answer, `routeAsync` (the Topology Service, rejections, errors),
+// and applies the forwarding plan they return. The body stream is handed
+// to `fetch` as it is and never enters wasm.
+import * as glue from "./index_bg.js";
+import wasmModule from "./index.wasm";
+$SNIPPET_JS_IMPORTS
+
+const imports = {
+  "./index_bg.js": glue,
+  $SNIPPET_WASM_IMPORTS
+};
+
+// After a Rust panic (a trap: panic = "abort") wasm-bindgen's glue starts a
+// fresh instance on its next call (`__wbg_reset_state`, scheduled by the
+// worker crate's abort handler or by `restartWasm` below). In this
+// bundler-target build the glue finds the module and its imports as
+// globals; these three names are its.
+globalThis.wasmModule = wasmModule;
+globalThis.__wbg_get_imports = () => imports;
+globalThis.wasmInstance = new WebAssembly.Instance(wasmModule, imports);
+glue.__wbg_set_wasm(globalThis.wasmInstance.exports);
+globalThis.wasmInstance.exports.__wbindgen_start?.();
+
+const scheduleReset = Object.entries(glue).find(([name]) =>
+  name.startsWith("__wbg___wbindgen_reinit_"),
+)?.[1];
+
+/**
+ * `routerSetup`'s answer, once per instance, made ready for `scanHeaders`
+ * and `forward`: the header names the rules need (as a name → position
+ * map; null when they need every header), the client headers always
+ * dropped (a Set), the headers a plan sets, the router's header prefix.
+ */
+let setup;
+
+function loadSetup(env) {
+  const [names, baseDrop, setNames, routerPrefix] = glue.routerSetup(env);
+  return {
+    wanted: names === null ? null : new Map(names.map((name, i) => [name, i])),
+    baseDrop: new Set(baseDrop),
+    setNames,
+    routerPrefix,
+  };
+}
+
+/**
+ * One pass over the client's headers (forEach: no iterator objects, one
+ * call into the runtime): the values the rules need, joined by NUL in
+ * `wanted`'s order with an absent header as "\x01" (so they cross into wasm
+ * as one string), and every header name, to find what to drop.
+ */
+function scanHeaders(headers, wanted) {
+  const values = wanted === null ? null : new Array(wanted.size).fill("\u0001");
+  const names = [];
+  headers.forEach((value, name) => {
+    names.push(name);
+    if (values !== null) {
+      const i = wanted.get(name);
+      if (i !== undefined) values[i] = value;
+    }
+  });
+  return { joined: values === null ? undefined : values.join("\u0000"), names };
+}
+
+function textResponse(status, body) {
+  return new Response(body, {
+    status,
+    headers: { "content-type": "text/plain; charset=utf-8" },
+  });
+}
+
+function errorMessage(error) {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Forwards `request` as the plan (see `plan` in src/lib.rs) says. */
+async function forward(request, method, clientHeaderNames, plan, started) {
+  const [url, drop, host, proto, action, ruleType, signature, logHead, logTail, logAlways] =
+    plan.split("\u0000");
+  const { baseDrop, setNames, routerPrefix } = setup;
+  const dropped = drop === "" ? baseDrop : new Set(drop.split(","));
+  const headers = new Headers(request.headers);
+  for (const name of clientHeaderNames) {
+    if (dropped.has(name) || name.startsWith(routerPrefix)) headers.delete(name);
+  }
+  const values = [host, proto, action, ruleType, signature];
+  for (let i = 0; i < setNames.length; i++) {
+    if (values[i] !== "") headers.set(setNames[i], values[i]);
+  }
+  let response;
+  try {
+    response = await fetch(url, {
+      method,
+      headers,
+      body: request.body,
+      redirect: "manual",
+    });
+  } catch (error) {
+    console.log(
+      `${logHead}"status":502,"duration_ms":${Date.now() - started},"error":${JSON.stringify(
+        `upstream fetch failed: ${errorMessage(error)}`,
+      )}}`,
+    );
+    return textResponse(502, "gitlab-http-router: upstream unreachable\n");
+  }
+  const status = response.status;
+  if (logAlways === "1" || status >= 500) {
+    console.log(`${logHead}"status":${status},"duration_ms":${Date.now() - started}${logTail}`);
+  }
+  return response;
+}
+
+export default {
+  async fetch(request, env, ctx) {
+    const started = Date.now();
+    try {
+      setup ??= loadSetup(env);
+      const url = request.url;
+      const method = request.method;
+      const { joined, names } = scanHeaders(request.headers, setup.wanted);
+      let plan = joined === undefined ? undefined : glue.routeSync(env, url, method, joined);
+      if (plan === undefined) {
+        plan = await glue.routeAsync(env, ctx, request, url, method, joined);
+        if (typeof plan !== "string") return plan;
+      }
+      return await forward(request, method, names, plan, started);
+    } catch (error) {
+      if (trapped(error)) restartWasm();
+      console.error(
+        JSON.stringify({ level: "error", scope: "router", message: errorMessage(error) }),
+      );
+      return textResponse(502, "gitlab-http-router: internal error\n");
+    }
+  },
+};
