@@ -3,20 +3,26 @@
 # installed wasm-bindgen, wasm-opt and esbuild (worker-build would otherwise
 # try to download them). Does nothing when build/ is newer than every
 # source, so `wrangler dev` starts fast.
+#
+# WORKER_OUT_DIR (default build) and WORKER_FEATURES (cargo features, none
+# by default) make other builds: the tests build one with the
+# `panic-probe` feature into target/worker-probe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+out="${WORKER_OUT_DIR:-build}"
+features="${WORKER_FEATURES:-}"
 
 # Deploy jobs ship a build made earlier in the pipeline (and wrangler runs
 # this as its [build] command): SKIP_BUILD=true uses build/ as it is.
-if [ "${SKIP_BUILD:-}" = "true" ] && [ -f build/worker/index.wasm ]; then
-  echo "SKIP_BUILD=true: using build/ as it is" >&2
+if [ "${SKIP_BUILD:-}" = "true" ] && [ -f "$out/worker/index.wasm" ]; then
+  echo "SKIP_BUILD=true: using $out/ as it is" >&2
   exit 0
 fi
 
-stamp=build/worker/index.wasm
+stamp="$out/worker/index.wasm"
 if [ -f "$stamp" ] && [ -z "${FORCE_BUILD:-}" ] && \
    [ -z "$(find src crates/router-core/src crates/router-core/Cargo.toml rules Cargo.toml Cargo.lock build.rs -newer "$stamp" -print -quit)" ]; then
-  echo "build/ is up to date" >&2
+  echo "$out/ is up to date" >&2
   exit 0
 fi
 export WASM_BINDGEN_BIN="${CARGO_HOME:-$HOME/.cargo}/bin/wasm-bindgen"
@@ -28,15 +34,17 @@ done
 # src/entry.js is the Worker's fetch handler (see its header); worker-build
 # bundles it with wasm-bindgen's glue into build/worker/shim.mjs, and
 # build/index.js (wrangler.toml's main) re-exports that.
-CUSTOM_SHIM="$PWD/src/entry.js" worker-build --release
+cargo_args=()
+[ -n "$features" ] && cargo_args=(-- --features "$features")
+CUSTOM_SHIM="$PWD/src/entry.js" worker-build --release --out-dir "$out" "${cargo_args[@]}"
 # worker-build keeps the wasm names section (function names for stack
 # traces, ~40 KiB gzip); drop it unless KEEP_WASM_NAMES is set. Panic
 # messages keep their text and location either way.
 if [ -z "${KEEP_WASM_NAMES:-}" ]; then
-  "$WASM_OPT_BIN" build/worker/index.wasm --strip-debug -o build/worker/index.wasm \
+  "$WASM_OPT_BIN" "$out/worker/index.wasm" --strip-debug -o "$out/worker/index.wasm" \
     --enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int \
     --enable-bulk-memory --enable-multivalue --enable-reference-types --enable-exception-handling
 fi
-raw=$(wc -c < build/worker/index.wasm)
-gz=$(gzip -9 -c build/worker/index.wasm | wc -c)
-echo "worker built: build/worker/index.wasm $((raw / 1024)) KiB raw, $((gz / 1024)) KiB gzip" >&2
+raw=$(wc -c < "$out/worker/index.wasm")
+gz=$(gzip -9 -c "$out/worker/index.wasm" | wc -c)
+echo "worker built: $out/worker/index.wasm $((raw / 1024)) KiB raw, $((gz / 1024)) KiB gzip" >&2

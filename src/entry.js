@@ -33,6 +33,84 @@ const scheduleReset = Object.entries(glue).find(([name]) =>
   name.startsWith("__wbg___wbindgen_reinit_"),
 )?.[1];
 
+// A panic is seen as it happens: the worker crate's panic hook sets
+// `criticalError` on this object (before the trap), whether the panic is in
+// `routeSync`'s call or in a `routeAsync` future polled from a microtask,
+// which would otherwise leave its request waiting forever.
+const initState = globalThis.__worker_init_state ?? {};
+let panicked = false;
+Object.defineProperty(initState, "criticalError", {
+  get: () => panicked,
+  set: (value) => {
+    panicked = value === true;
+    if (panicked) restartWasm();
+  },
+});
+addEventListener("error", (event) => {
+  if (event.error instanceof WebAssembly.RuntimeError) restartWasm();
+});
+
+/** Counts the instances started after panics. */
+let generation = 0;
+
+/**
+ * `promise` (a `routeAsync`), or a rejection once the instance it runs on
+ * has panicked: its futures will never finish. Each request watches on
+ * its own timer; workerd does not let one request settle a promise
+ * another is waiting on.
+ */
+function unlessPanic(promise) {
+  const mine = generation;
+  return new Promise((resolve, reject) => {
+    const watch = setInterval(() => {
+      if (generation !== mine) {
+        clearInterval(watch);
+        reject(new Error("the router's wasm instance panicked"));
+      }
+    }, 20);
+    promise.then(
+      (value) => {
+        clearInterval(watch);
+        resolve(value);
+      },
+      (error) => {
+        clearInterval(watch);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** Set from a panic until the fresh instance has been started. */
+let restartPending = false;
+
+/**
+ * After a panic: fails every request still waiting on the old instance,
+ * and has the glue start a fresh one (state and config read anew) on its
+ * next call.
+ */
+function restartWasm() {
+  panicked = false;
+  if (restartPending) return;
+  restartPending = true;
+  console.error(
+    JSON.stringify({ level: "error", scope: "wasm", message: "Rust panic: restarting the wasm instance" }),
+  );
+  generation++;
+  scheduleReset?.();
+  setup = undefined;
+  // Start the fresh instance now, before a callback of the old one (a
+  // pending fetch's) could reach the glue: any export call does it, and
+  // after it those callbacks are refused as "from a previous instance".
+  queueMicrotask(() => {
+    try {
+      glue.__worker_init_state();
+    } catch {
+      // The next request's call tries again.
+    }
+  });
+}
+
 /**
  * `routerSetup`'s answer, once per instance, made ready for `scanHeaders`
  * and `forward`: the header names the rules need (as a name → position
@@ -122,18 +200,21 @@ export default {
   async fetch(request, env, ctx) {
     const started = Date.now();
     try {
-      setup ??= loadSetup(env);
+      if (setup === undefined) {
+        setup = loadSetup(env);
+        restartPending = false;
+      }
       const url = request.url;
       const method = request.method;
       const { joined, names } = scanHeaders(request.headers, setup.wanted);
       let plan = joined === undefined ? undefined : glue.routeSync(env, url, method, joined);
       if (plan === undefined) {
-        plan = await glue.routeAsync(env, ctx, request, url, method, joined);
+        plan = await unlessPanic(glue.routeAsync(env, ctx, request, url, method, joined));
         if (typeof plan !== "string") return plan;
       }
       return await forward(request, method, names, plan, started);
     } catch (error) {
-      if (trapped(error)) restartWasm();
+      if (error instanceof WebAssembly.RuntimeError) restartWasm();
       console.error(
         JSON.stringify({ level: "error", scope: "router", message: errorMessage(error) }),
       );

@@ -193,6 +193,12 @@ pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<
     let iso = isolate(&env);
     let names = iso.header_names.as_ref()?;
     let incoming = Incoming::parse(url, method)?;
+    #[cfg(feature = "panic-probe")]
+    match incoming.parts.path.as_str() {
+        "/__panic_probe__/sync" => panic!("panic probe: routeSync"),
+        "/__panic_probe__/async" => return None,
+        _ => {}
+    }
     let mut parts = incoming.parts;
     if !fill_headers(&mut parts, names, headers) {
         return None;
@@ -245,6 +251,13 @@ pub async fn route_async(
     let Some(incoming) = Incoming::parse(&url, method) else {
         return text_response(400, "bad request URL\n").into();
     };
+    #[cfg(feature = "panic-probe")]
+    if incoming.parts.path == "/__panic_probe__/async" {
+        // After an await, as a panic in the resolver would be: from a
+        // microtask, not from the entry's call.
+        router_core::resolve::Platform::sleep(&io::JsPlatform, 1).await;
+        panic!("panic probe: routeAsync");
+    }
     let mut parts = incoming.parts;
     match (&iso.header_names, headers) {
         (Some(names), Some(joined)) if fill_headers(&mut parts, names, &joined) => {}
