@@ -10,9 +10,10 @@
 //       passthrough the router, rules/passthrough.json
 //       token-warm the router, rules/session_token.json, memory cache warmed
 //       token-cold the router, rules/session_token.json, a new key per request
-//     (BENCH_EXTRA=1 adds null-log: the null worker plus one console.log
-//     JSON line per request, and cold-nocache: token-cold with Miniflare's
-//     Cache API disabled, to price those two parts on their own.)
+//     (BENCH_EXTRA=1 adds token-warm-signed: token-warm with every request
+//     signed; null-log: the null worker plus one console.log JSON line per
+//     request; and cold-nocache: token-cold with Miniflare's Cache API
+//     disabled, to price those parts on their own.)
 // Load: wrk + a Lua script (bench/wrk/*.lua), rounds × concurrencies ×
 // configurations, configuration order rotated every round; the ratios are
 // against the null worker of the same round and concurrency. CPU per
@@ -31,6 +32,7 @@ import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync, constants as zc } from "node:zlib";
 import http from "node:http";
+import { randomBytes } from "node:crypto";
 import { Miniflare } from "miniflare";
 import { routableToken } from "../tests/e2e/tokens.mjs";
 import { stopChild } from "../tests/e2e/harness.mjs";
@@ -515,6 +517,10 @@ async function main() {
   if (OPT.extra) {
     specs.push({ name: "null-log", options: { ...nullWorker, bindings: { UPSTREAM: sinkAddr, LOG: "1" } } });
     specs.push({ name: "cold-nocache", options: { ...router, bindings: routerVars("session_token"), cache: false }, cold: true });
+    // token-warm with every forwarded request signed (Ed25519, a fresh key
+    // per run), as production runs with GITLAB_ROUTER_SIGNING_POLICY=required.
+    const seed = randomBytes(32).toString("base64");
+    specs.push({ name: "token-warm-signed", options: { ...router, bindings: { ...routerVars("session_token"), GITLAB_ROUTER_SIGNING_KEY: seed, GITLAB_ROUTER_SIGNING_POLICY: "required" } }, warm: true });
   }
   if (OPT.configs.length) {
     const unknown = OPT.configs.filter((c) => !specs.some((s) => s.name === c));

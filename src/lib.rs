@@ -160,7 +160,8 @@ fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array 
 
 /// What the entry needs once per isolate: `[header names (null: all of
 /// them), client headers always dropped, the headers a plan sets (in the
-/// plan's order), the prefix of the router's own headers]`.
+/// plan's order), the prefix of the router's own headers, the Ed25519 seed
+/// requests are signed with (null: not signing)]`.
 #[wasm_bindgen(js_name = routerSetup)]
 pub fn router_setup(env: Env) -> js_sys::Array {
     let iso = isolate(&env);
@@ -168,7 +169,11 @@ pub fn router_setup(env: Env) -> js_sys::Array {
         Some(names) => js_array(names).into(),
         None => JsValue::NULL,
     };
-    js_sys::Array::of4(
+    let seed: JsValue = match &iso.config.signer {
+        Ok(Some(signer)) => js_sys::Uint8Array::from(&signer.seed()[..]).into(),
+        _ => JsValue::NULL,
+    };
+    js_sys::Array::of5(
         &names,
         &js_array(forward::dropped_names(None, None)).into(),
         &js_array([
@@ -180,6 +185,7 @@ pub fn router_setup(env: Env) -> js_sys::Array {
         ])
         .into(),
         &JsValue::from_str(forward::ROUTER_HEADER_PREFIX),
+        &seed,
     )
 }
 
@@ -442,7 +448,7 @@ fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
 /// | drop | client headers to drop, comma-separated; empty: the usual set |
 /// | host, proto | `X-Forwarded-Host`, `X-Forwarded-Proto` |
 /// | action, type | the rule headers (`type` empty: not set) |
-/// | signature | `X-Gitlab-Http-Router-Signature` (empty: not set) |
+/// | sign | what the entry signs for `X-Gitlab-Http-Router-Signature` (the JWT's header and claims; empty: not signed) |
 /// | log head, log tail | the log line around `"status":…,"duration_ms":…` |
 /// | log always | `1`: log whatever the status; `0`: only a 5xx |
 fn plan<'a>(
@@ -480,8 +486,9 @@ fn plan<'a>(
         &parts.path,
         &parts.query,
     );
-    let signature = match (&iso.config.signer, iso.config.signing_policy) {
-        (Ok(Some(signer)), _) => Some(signer.sign(&SignedRequest {
+    // The JWT's header and claims; the entry has the platform sign them.
+    let signing_input = match (&iso.config.signer, iso.config.signing_policy) {
+        (Ok(Some(signer)), _) => Some(signer.signing_input(&SignedRequest {
             audience: &address,
             method: &parts.method,
             path: &parts.path,
@@ -519,7 +526,7 @@ fn plan<'a>(
         incoming.public_proto,
         log.action,
         rule_type.unwrap_or(""),
-        signature.as_deref().unwrap_or(""),
+        signing_input.as_deref().unwrap_or(""),
         &log_head,
         &log_tail,
         if log_always { "1" } else { "0" },

@@ -136,6 +136,40 @@ impl Signer {
 
     /// The compact JWT for one request.
     pub fn sign(&self, request: &SignedRequest) -> String {
+        // Signing cannot fail for Ed25519 with serialisable claims; an
+        // empty header would only make the request fail verification.
+        Ed25519
+            .token(&Self::header(), &self.claims(request), &self.key)
+            .unwrap_or_default()
+    }
+
+    /// The token's first two parts (`base64url(header).base64url(claims)`),
+    /// which the Ed25519 signature covers: the edge has them signed by the
+    /// platform (WebCrypto, native code) instead of in wasm. Appending
+    /// `"." + base64url(signature)` gives exactly [`Signer::sign`]'s token.
+    pub fn signing_input(&self, request: &SignedRequest) -> String {
+        // What jwt-compact writes for this header and algorithm.
+        const HEADER: &str = r#"{"alg":"EdDSA","typ":"JWT"}"#;
+        let claims = serde_json::to_string(&self.claims(request)).unwrap_or_default();
+        format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(HEADER),
+            URL_SAFE_NO_PAD.encode(claims)
+        )
+    }
+
+    /// The Ed25519 seed, for a platform signer.
+    pub fn seed(&self) -> [u8; 32] {
+        let mut seed = [0u8; 32];
+        seed.copy_from_slice(&self.key.seed()[..]);
+        seed
+    }
+
+    fn header() -> Header {
+        Header::empty().with_token_type("JWT")
+    }
+
+    fn claims(&self, request: &SignedRequest) -> Claims<RequestClaims> {
         let claims = RequestClaims {
             iss: self.issuer.clone(),
             aud: request.audience.to_string(),
@@ -147,15 +181,10 @@ impl Signer {
         };
         let now = datetime(request.now_ms);
         let options = TimeOptions::new(chrono::Duration::zero(), move || now);
-        let claims = Claims::new(claims).set_duration_and_issuance(
+        Claims::new(claims).set_duration_and_issuance(
             &options,
             chrono::Duration::seconds(i64::from(self.ttl_secs)),
-        );
-        // Signing cannot fail for Ed25519 with serialisable claims; an
-        // empty header would only make the request fail verification.
-        Ed25519
-            .token(&Header::empty().with_token_type("JWT"), &claims, &self.key)
-            .unwrap_or_default()
+        )
     }
 }
 
@@ -328,6 +357,47 @@ mod tests {
         assert_eq!(claims.iss, "gitlab-http-router");
         assert_eq!(claims.jti, "6f1c2d3e-0000-4000-8000-000000000001");
         assert_eq!(UntrustedToken::new(&token).unwrap().algorithm(), "EdDSA");
+    }
+
+    #[test]
+    fn signing_input_plus_a_signature_of_it_is_the_token() {
+        let s = signer();
+        for r in [
+            request(),
+            SignedRequest {
+                rule: None,
+                classify_type: None,
+                query: "",
+                path: "/\"quoted\"/ü",
+                ..request()
+            },
+        ] {
+            let input = s.signing_input(&r);
+            let reference = s.sign(&r);
+            assert_eq!(
+                Some(input.as_str()),
+                reference.rsplit_once('.').map(|(i, _)| i)
+            );
+            // Signed elsewhere (as the edge's WebCrypto does, from the seed).
+            let keys = KeyPair::from_seed(Seed::new(s.seed()));
+            let signature = keys.sk.sign(input.as_bytes(), None);
+            let token = format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()));
+            let key = public_key_from_base64(&s.public_key_base64()).unwrap();
+            let claims = check(
+                &token,
+                &key,
+                r.audience,
+                r.method,
+                r.path,
+                r.query,
+                NOW + 1000,
+            );
+            assert_eq!(
+                claims,
+                check(&reference, &key, r.audience, r.method, r.path, r.query, NOW)
+            );
+            assert!(claims.is_ok());
+        }
     }
 
     #[test]
