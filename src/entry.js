@@ -186,6 +186,16 @@ function errorMessage(error) {
   return error instanceof Error ? error.message : String(error);
 }
 
+/**
+ * A request the router could not forward after all: its log line (the
+ * plan's, with this status and error) and a plain-text answer.
+ */
+function failed(status, answer, why, logHead, started) {
+  const ms = Date.now() - started;
+  console.log(`${logHead}"status":${status},"duration_ms":${ms},"error":${JSON.stringify(why)}}`);
+  return textResponse(status, `gitlab-http-router: ${answer}\n`);
+}
+
 /** Forwards `request` as the plan (see `plan` in src/lib.rs) says. */
 async function forward(request, method, clientHeaderNames, plan, started) {
   const [url, drop, host, proto, action, ruleType, signingInput, logHead, logTail, logAlways] =
@@ -196,12 +206,8 @@ async function forward(request, method, clientHeaderNames, plan, started) {
     try {
       signature = await signToken(signingInput);
     } catch (error) {
-      console.log(
-        `${logHead}"status":503,"duration_ms":${Date.now() - started},"error":${JSON.stringify(
-          `request signing failed: ${errorMessage(error)}`,
-        )}}`,
-      );
-      return textResponse(503, "gitlab-http-router: request signing unavailable\n");
+      const why = `request signing failed: ${errorMessage(error)}`;
+      return failed(503, "request signing unavailable", why, logHead, started);
     }
   }
   const dropped = drop === "" ? baseDrop : new Set(drop.split(","));
@@ -222,12 +228,8 @@ async function forward(request, method, clientHeaderNames, plan, started) {
       redirect: "manual",
     });
   } catch (error) {
-    console.log(
-      `${logHead}"status":502,"duration_ms":${Date.now() - started},"error":${JSON.stringify(
-        `upstream fetch failed: ${errorMessage(error)}`,
-      )}}`,
-    );
-    return textResponse(502, "gitlab-http-router: upstream unreachable\n");
+    const why = `upstream fetch failed: ${errorMessage(error)}`;
+    return failed(502, "upstream unreachable", why, logHead, started);
   }
   const status = response.status;
   if (logAlways === "1" || status >= 500) {

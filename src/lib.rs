@@ -198,42 +198,29 @@ pub fn router_setup(env: Env) -> js_sys::Array {
 pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<String> {
     let iso = isolate(&env);
     let names = iso.header_names.as_ref()?;
-    let incoming = Incoming::parse(url, method)?;
+    let mut incoming = Incoming::parse(url, method)?;
     #[cfg(feature = "panic-probe")]
     match incoming.parts.path.as_str() {
         "/__panic_probe__/sync" => panic!("panic probe: routeSync"),
         "/__panic_probe__/async" => return None,
         _ => {}
     }
-    let mut parts = incoming.parts;
-    if !fill_headers(&mut parts, names, headers) {
+    if !fill_headers(&mut incoming.parts, names, headers) {
         return None;
     }
-    let incoming = Incoming { parts, ..incoming };
     let mut log = incoming.log(&iso);
     let decision = iso.ruleset.as_ref().map(|r| r.decide(&incoming.parts));
-    let mut rule_type = None;
     let target = match decision.as_ref().map(|d| &d.action) {
         None => Ok(None),
         Some(Action::Proxy { address }) => Ok(address.map(str::to_string)),
         Some(Action::Reject { .. }) => return None,
         Some(Action::Classify(request)) => {
             let resolution = iso.resolver.as_ref()?.resolve_from_memory(request)?;
-            rule_type = Some(request.kind.rule_type_header());
-            log.classify_type = Some(request.kind.name());
             target_of(&resolution, request.target, &mut log)
         }
     };
     // Errors are rare and answered by route_async, which logs them.
-    plan(
-        &iso,
-        &incoming,
-        decision.as_ref(),
-        &mut log,
-        rule_type,
-        target,
-    )
-    .ok()
+    plan(&iso, &incoming, decision.as_ref(), &mut log, target).ok()
 }
 
 /// Routes any request: returns its encoded plan ([`plan`]), or the `Response` it
@@ -254,7 +241,7 @@ pub async fn route_async(
 ) -> JsValue {
     let started = js_sys::Date::now();
     let iso = isolate(&env);
-    let Some(incoming) = Incoming::parse(&url, method) else {
+    let Some(mut incoming) = Incoming::parse(&url, method) else {
         return text_response(400, "bad request URL\n").into();
     };
     #[cfg(feature = "panic-probe")]
@@ -264,13 +251,12 @@ pub async fn route_async(
         router_core::resolve::Platform::sleep(&io::JsPlatform, 1).await;
         panic!("panic probe: routeAsync");
     }
-    let mut parts = incoming.parts;
+    let parts = &mut incoming.parts;
     match (&iso.header_names, headers) {
-        (Some(names), Some(joined)) if fill_headers(&mut parts, names, &joined) => {}
+        (Some(names), Some(joined)) if fill_headers(parts, names, &joined) => {}
         (Some(names), _) => {
             // A value held a separator (invalid in HTTP): ask one by one.
             let all = req.headers();
-            parts.headers.clear();
             for name in names {
                 if let Ok(Some(value)) = all.get(name) {
                     parts.headers.push((name.clone(), value));
@@ -279,7 +265,6 @@ pub async fn route_async(
         }
         (None, _) => parts.headers = header_pairs(&req.headers()),
     }
-    let incoming = Incoming { parts, ..incoming };
     let mut log = incoming.log(&iso);
     let respond = |log: &mut RequestLog, status: u16, body: &str| -> JsValue {
         log.status = Some(status);
@@ -289,7 +274,6 @@ pub async fn route_async(
     };
 
     let decision = iso.ruleset.as_ref().map(|r| r.decide(&incoming.parts));
-    let mut rule_type = None;
     let target = match decision.as_ref().map(|d| &d.action) {
         None => Ok(None),
         Some(Action::Proxy { address }) => Ok(address.map(str::to_string)),
@@ -300,8 +284,6 @@ pub async fn route_async(
             return respond(&mut log, *status, &format!("{message}\n"));
         }
         Some(Action::Classify(request)) => {
-            rule_type = Some(request.kind.rule_type_header());
-            log.classify_type = Some(request.kind.name());
             match &iso.resolver {
                 None => {
                     log.cache = Some(CacheLevel::Fallback);
@@ -323,14 +305,7 @@ pub async fn route_async(
             }
         }
     };
-    match plan(
-        &iso,
-        &incoming,
-        decision.as_ref(),
-        &mut log,
-        rule_type,
-        target,
-    ) {
+    match plan(&iso, &incoming, decision.as_ref(), &mut log, target) {
         Ok(plan) => JsValue::from_str(&plan),
         Err((status, body)) => respond(&mut log, status, &body),
     }
@@ -404,7 +379,7 @@ impl Incoming {
 /// Separates header values in `scanHeaders`' answer and in an encoded
 /// plan, and marks an absent header; neither can occur in a valid HTTP
 /// field value, a URL or a JSON text.
-const SEPARATOR: char = '\u{0}';
+const SEPARATOR: &str = "\u{0}";
 const HEADER_ABSENT: &str = "\u{1}";
 
 /// Adds the joined header values to `parts`; false when their count does
@@ -456,12 +431,16 @@ fn plan<'a>(
     incoming: &'a Incoming,
     decision: Option<&Decision<'a>>,
     log: &mut RequestLog<'a>,
-    rule_type: Option<&str>,
     target: Result<Option<String>, RouterError>,
 ) -> Result<String, (u16, String)> {
+    let mut rule_type = None;
     if let Some(d) = decision {
         log.rule = d.rule_id;
         log.action = d.action.name();
+        if let Action::Classify(request) = &d.action {
+            log.classify_type = Some(request.kind.name());
+            rule_type = Some(request.kind.rule_type_header());
+        }
     }
     let parts = &incoming.parts;
     let address = match target {
@@ -531,14 +510,7 @@ fn plan<'a>(
         &log_tail,
         if log_always { "1" } else { "0" },
     ];
-    let mut encoded = String::with_capacity(fields.iter().map(|f| f.len() + 1).sum());
-    for (i, field) in fields.iter().enumerate() {
-        if i > 0 {
-            encoded.push(SEPARATOR);
-        }
-        encoded.push_str(field);
-    }
-    Ok(encoded)
+    Ok(fields.join(SEPARATOR))
 }
 
 fn text_response(status: u16, body: &str) -> Response {
