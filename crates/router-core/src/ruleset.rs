@@ -313,26 +313,39 @@ pub enum Action<'r> {
 impl Decision<'_> {
     /// The decision as `rulesctl explain` prints it and route tables
     /// state it: `{"rule", "action", "classify": <classify body> | null,
-    /// "proxy": {"address": <host> | null} | null}`.
+    /// "proxy": {"address": <host> | null} | null}`, plus `"reject":
+    /// {"status", "message"}` for a rejection.
     pub fn explain(&self) -> Value {
-        let (classify, proxy) = match &self.action {
-            Action::Classify(c) => (
-                serde_json::from_str(&c.body()).unwrap_or(Value::Null),
-                Value::Null,
+        serde_json::from_str(&self.explain_json()).unwrap_or(Value::Null)
+    }
+
+    /// [`Decision::explain`] as text: keys in that order and the classify
+    /// body embedded byte for byte as it is POSTed.
+    pub fn explain_json(&self) -> String {
+        let text = |s: &str| Value::String(s.to_string()).to_string();
+        let text_or_null = |s: Option<&str>| s.map_or_else(|| "null".to_string(), text);
+        let null = || "null".to_string();
+        let (classify, proxy, reject) = match &self.action {
+            Action::Classify(c) => (c.body(), null(), String::new()),
+            Action::Proxy { address } => (
+                null(),
+                format!(r#"{{"address":{}}}"#, text_or_null(*address)),
+                String::new(),
             ),
-            Action::Proxy { address } => (Value::Null, serde_json::json!({ "address": address })),
-            Action::Reject { .. } => (Value::Null, Value::Null),
+            Action::Reject { status, message } => (
+                null(),
+                null(),
+                format!(
+                    r#","reject":{{"status":{status},"message":{}}}"#,
+                    text(message)
+                ),
+            ),
         };
-        let mut out = serde_json::json!({
-            "rule": self.rule_id,
-            "action": self.action.name(),
-            "classify": classify,
-            "proxy": proxy,
-        });
-        if let Action::Reject { status, message } = &self.action {
-            out["reject"] = serde_json::json!({ "status": status, "message": message });
-        }
-        out
+        format!(
+            r#"{{"rule":{},"action":"{}","classify":{classify},"proxy":{proxy}{reject}}}"#,
+            text_or_null(self.rule_id),
+            self.action.name()
+        )
     }
 }
 

@@ -8,6 +8,8 @@ use router_core::{Action, Decision, RequestParts, Ruleset};
 pub struct View {
     pub rule: Option<String>,
     pub action: ViewAction,
+    /// The core's [`Decision::explain_json`].
+    explained: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,34 +30,8 @@ impl View {
 
     /// `explain`'s object: `{"rule", "action", "classify", "proxy"}` in that
     /// order, with the classify body embedded byte for byte.
-    pub fn to_json(&self) -> String {
-        let (classify, proxy) = match &self.action {
-            ViewAction::Classify { body, .. } => (body.clone(), "null".to_string()),
-            ViewAction::Proxy { address } => (
-                "null".to_string(),
-                format!("{{\"address\":{}}}", json_opt(address.as_deref())),
-            ),
-            ViewAction::Reject { status, message } => {
-                return format!(
-                    "{{\"rule\":{},\"action\":\"reject\",\"classify\":null,\"proxy\":null,\"reject\":{{\"status\":{status},\"message\":{}}}}}",
-                    json_opt(self.rule.as_deref()),
-                    json_str(message)
-                )
-            }
-        };
-        format!(
-            "{{\"rule\":{},\"action\":{},\"classify\":{classify},\"proxy\":{proxy}}}",
-            json_opt(self.rule.as_deref()),
-            json_str(self.action_name()),
-        )
-    }
-
-    pub fn action_name(&self) -> &'static str {
-        match self.action {
-            ViewAction::Classify { .. } => "classify",
-            ViewAction::Proxy { .. } => "proxy",
-            ViewAction::Reject { .. } => "reject",
-        }
+    pub fn to_json(&self) -> &str {
+        &self.explained
     }
 
     fn rule_label(&self) -> String {
@@ -65,40 +41,33 @@ impl View {
         }
     }
 
-    fn proxy_label(address: &Option<String>) -> String {
-        match address {
-            Some(a) => format!("proxy {a}"),
-            None => "proxy (legacy cell)".to_string(),
-        }
-    }
-
     /// One-line form with the full classify body:
     /// `[session_cookie] classify {"type":"SESSION_PREFIX","value":"cell-2"}`.
     pub fn summary(&self) -> String {
-        match &self.action {
-            ViewAction::Classify { body, .. } => format!("{} classify {body}", self.rule_label()),
-            ViewAction::Proxy { address } => {
-                format!("{} {}", self.rule_label(), View::proxy_label(address))
-            }
-            ViewAction::Reject { status, .. } => format!("{} reject {status}", self.rule_label()),
-        }
+        self.describe(true)
     }
 
     /// The form transitions are counted by, without the classified value:
     /// `[session_cookie] classify SESSION_PREFIX`.
     pub fn category(&self) -> String {
-        match &self.action {
-            ViewAction::Classify { kind, .. } => format!("{} classify {kind}", self.rule_label()),
-            ViewAction::Proxy { address } => {
-                format!("{} {}", self.rule_label(), View::proxy_label(address))
-            }
-            ViewAction::Reject { status, .. } => format!("{} reject {status}", self.rule_label()),
-        }
+        self.describe(false)
+    }
+
+    fn describe(&self, classify_body: bool) -> String {
+        let action = match &self.action {
+            ViewAction::Classify { body, .. } if classify_body => format!("classify {body}"),
+            ViewAction::Classify { kind, .. } => format!("classify {kind}"),
+            ViewAction::Proxy { address: Some(a) } => format!("proxy {a}"),
+            ViewAction::Proxy { address: None } => "proxy (legacy cell)".to_string(),
+            ViewAction::Reject { status, .. } => format!("reject {status}"),
+        };
+        format!("{} {action}", self.rule_label())
     }
 }
 
 impl From<Decision<'_>> for View {
     fn from(decision: Decision<'_>) -> View {
+        let explained = decision.explain_json();
         let action = match decision.action {
             Action::Proxy { address } => ViewAction::Proxy {
                 address: address.map(str::to_string),
@@ -122,6 +91,7 @@ impl From<Decision<'_>> for View {
         View {
             rule: decision.rule_id.map(str::to_string),
             action,
+            explained,
         }
     }
 }
@@ -130,31 +100,28 @@ pub fn json_str(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
 }
 
-pub fn json_opt(s: Option<&str>) -> String {
-    s.map_or_else(|| "null".to_string(), json_str)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn json_forms() {
-        let v = View {
-            rule: None,
-            action: ViewAction::Proxy { address: None },
-        };
+        let v = View::from(Decision {
+            rule_id: None,
+            action: Action::Proxy { address: None },
+        });
         assert_eq!(
             v.to_json(),
             r#"{"rule":null,"action":"proxy","classify":null,"proxy":{"address":null}}"#
         );
-        let v = View {
-            rule: Some("r\"1".into()),
-            action: ViewAction::Classify {
-                body: r#"{"type":"FIRST_CELL"}"#.into(),
-                kind: "FIRST_CELL".into(),
-            },
-        };
+        let v = View::from(Decision {
+            rule_id: Some("r\"1"),
+            action: Action::Classify(router_core::ClassifyRequest {
+                kind: router_core::ClassifyKind::FirstCell,
+                value: None,
+                target: router_core::Target::Web,
+            }),
+        });
         assert_eq!(
             v.to_json(),
             r#"{"rule":"r\"1","action":"classify","classify":{"type":"FIRST_CELL"},"proxy":null}"#

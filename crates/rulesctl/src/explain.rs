@@ -12,8 +12,9 @@ usage: rulesctl explain --ruleset NAME_OR_FILE --url URL [--method METHOD]
                         [--rules-dir DIR]
 
 Runs one request through a ruleset and prints one JSON object:
-  {\"rule\": ID|null, \"action\": \"classify\"|\"proxy\",
+  {\"rule\": ID|null, \"action\": \"classify\"|\"proxy\"|\"reject\",
    \"classify\": BODY|null, \"proxy\": {\"address\": HOST|null}|null}
+and, for a rejection, \"reject\": {\"status\": N, \"message\": TEXT}.
 BODY is the exact JSON the router POSTs to /v1/classify; a null address is
 the legacy cell. No matching rule: rule null, proxy to the legacy cell.
 
@@ -64,6 +65,6 @@ pub fn run(mut args: Args) -> Outcome<i32> {
 
     let loaded = rules::load_arg(&RulesDir::new(rules_dir), &ruleset)?;
     let request = spec.build().map_err(Failure::data)?;
-    out::line(&View::decide(&loaded.ruleset, &request).to_json());
+    out::line(View::decide(&loaded.ruleset, &request).to_json());
     Ok(0)
 }

@@ -94,7 +94,7 @@ fn looks_like_path(arg: &str) -> bool {
         || arg.starts_with('.')
 }
 
-/// A ruleset read from a file: its text, parsed JSON and compiled form.
+/// A ruleset read from a file, compiled.
 pub struct Loaded {
     pub path: PathBuf,
     pub ruleset: Ruleset,
@@ -128,7 +128,6 @@ pub fn load(path: &Path) -> Outcome<Loaded> {
             .to_string();
         Failure::data(format!("{}: {message}", path.display()))
     })?;
-    // It compiled, so it is JSON.
     Ok(Loaded {
         path: path.to_path_buf(),
         ruleset,

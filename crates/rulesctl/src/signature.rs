@@ -53,8 +53,7 @@ fn keygen(mut args: Args) -> Outcome<i32> {
         return Err(unknown("signature keygen", arg));
     }
     let mut seed = [0u8; 32];
-    seed[..16].copy_from_slice(&crate::token::urandom()?);
-    seed[16..].copy_from_slice(&crate::token::urandom()?);
+    crate::token::fill_random(&mut seed, "")?;
     let secret = STANDARD.encode(seed);
     let signer = Signer::from_base64(&secret, "gitlab-http-router", 60).map_err(Failure::data)?;
     out::line(&format!(
