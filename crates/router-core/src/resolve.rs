@@ -398,14 +398,13 @@ impl MemoryCache {
     }
 
     /// The entry and whether it is still fresh; entries past their stale
-    /// window are dropped.
+    /// window are not answered. They stay until overwritten or evicted, so
+    /// every key in `map` is in `order` exactly once.
     fn get(&mut self, key: &str, now: u64) -> Option<(&MemoryEntry, bool)> {
-        let expired = self.map.get(key)?.stale_until_ms <= now;
-        if expired {
-            self.map.remove(key);
+        let entry = self.map.get_mut(key)?;
+        if entry.stale_until_ms <= now {
             return None;
         }
-        let entry = self.map.get_mut(key)?;
         entry.referenced = true;
         let fresh = entry.expires_at_ms > now;
         Some((entry, fresh))
@@ -434,7 +433,7 @@ impl MemoryCache {
                 Some(_) => {
                     self.map.remove(&victim);
                 }
-                None => {} // already dropped as expired
+                None => {}
             }
         }
         self.order.push_back(key.clone());
