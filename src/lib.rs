@@ -26,7 +26,7 @@ use router_core::forward::{
     self, AllowList, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 use router_core::log::RequestLog;
-use router_core::request::{normalize_path, UrlParts};
+use router_core::request::UrlParts;
 use router_core::resolve::{CacheLevel, Resolution, Resolver};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
@@ -355,13 +355,7 @@ impl Incoming {
             } else {
                 "http"
             },
-            parts: RequestParts {
-                method,
-                host: split.host.to_ascii_lowercase(),
-                path: normalize_path(split.path).into_owned(),
-                query: split.query.to_string(),
-                headers: Vec::new(),
-            },
+            parts: RequestParts::from_url_parts(method, &split),
         })
     }
 

@@ -1,5 +1,7 @@
 //! Classify requests: what the router asks the Topology Service (SPEC §5).
 
+use std::fmt::Write as _;
+
 /// Claim types the Topology Service knows, as `(UPPER_SNAKE, camelCase)`.
 /// A ruleset naming anything else is rejected when it is compiled.
 pub const CLAIM_TYPES: &[(&str, &str)] = &[
@@ -135,11 +137,11 @@ impl ClassifyRequest {
             hash ^= u64::from(byte);
             hash = hash.wrapping_mul(0x0100_0000_01b3);
         }
-        format!(
-            "{}-{}-{hash:016x}",
-            self.kind.name().to_ascii_lowercase(),
-            self.target.name()
-        )
+        let kind = self.kind.name();
+        let mut key = String::with_capacity(kind.len() + 26);
+        key.extend(kind.chars().map(|c| c.to_ascii_lowercase()));
+        let _ = write!(key, "-{}-{hash:016x}", self.target.name());
+        key
     }
 }
 
@@ -199,7 +201,8 @@ mod tests {
     #[test]
     fn cache_keys_are_stable_and_distinct() {
         let a = req("SESSION_PREFIX", Some("cell-2"), Target::Web);
-        assert_eq!(a.cache_key(), a.clone().cache_key());
+        // Shared-cache entries outlive deployments: the key must not change.
+        assert_eq!(a.cache_key(), "session_prefix-web-76814df7c944ff7a");
         assert_ne!(
             a.cache_key(),
             req("SESSION_PREFIX", Some("cell-3"), Target::Web).cache_key()

@@ -120,14 +120,21 @@ impl RequestParts {
     /// A request from a method and a URL such as
     /// `https://gitlab.com/api/v4/user?x=1`.
     pub fn from_url(method: &str, url: &str) -> Option<RequestParts> {
-        let url = UrlParts::parse(url)?;
-        Some(RequestParts {
-            method: method.to_ascii_uppercase(),
+        Some(RequestParts::from_url_parts(
+            method.to_ascii_uppercase(),
+            &UrlParts::parse(url)?,
+        ))
+    }
+
+    /// A request from a split URL, the method as given; no headers yet.
+    pub fn from_url_parts(method: String, url: &UrlParts) -> RequestParts {
+        RequestParts {
+            method,
             host: url.host.to_ascii_lowercase(),
             path: normalize_path(url.path).into_owned(),
             query: url.query.to_string(),
             headers: Vec::new(),
-        })
+        }
     }
 
     /// Adds a header (name folded to lower case); repeated names are joined

@@ -149,6 +149,20 @@ pub struct Resolution {
     pub error: Option<RouterError>,
 }
 
+impl Resolution {
+    /// An answer from a cache level: no service call, no error.
+    fn hit(classification: Classification, level: CacheLevel) -> Resolution {
+        Resolution {
+            classification: Some(classification),
+            level,
+            attempts: 0,
+            service_ms: None,
+            coalesced: false,
+            error: None,
+        }
+    }
+}
+
 /// How often a request waiting on another's service call looks for the
 /// answer.
 pub const COALESCE_POLL_MS: u32 = 5;
@@ -241,14 +255,10 @@ where
     fn memory_hit(&self, key: &str) -> Option<Resolution> {
         let now = self.platform.now_ms();
         match self.memory.borrow_mut().get(key, now) {
-            Some((entry, true)) => Some(Resolution {
-                classification: Some(entry.classification.clone()),
-                level: CacheLevel::Memory,
-                attempts: 0,
-                service_ms: None,
-                coalesced: false,
-                error: None,
-            }),
+            Some((entry, true)) => Some(Resolution::hit(
+                entry.classification.clone(),
+                CacheLevel::Memory,
+            )),
             _ => None,
         }
     }
@@ -278,14 +288,7 @@ where
                     &answer,
                     self.cache.stale_if_error,
                 );
-                return Resolution {
-                    classification: Some(answer.classification),
-                    level: CacheLevel::CacheApi,
-                    attempts: 0,
-                    service_ms: None,
-                    coalesced: false,
-                    error: None,
-                };
+                return Resolution::hit(answer.classification, CacheLevel::CacheApi);
             }
         }
 

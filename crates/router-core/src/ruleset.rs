@@ -53,8 +53,9 @@ impl<T> OneOrMany<T> {
 struct RuleSpec {
     #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
-    description: Option<String>,
+    /// Accepted for the people reading the ruleset; the router ignores it.
+    #[serde(rename = "description", default)]
+    _description: Option<String>,
     #[serde(rename = "match", default)]
     matchers: Option<OneOrMany<MatcherSpec>>,
     /// Seed form: cookie name -> `{"match_regex": RE}`.
@@ -189,7 +190,6 @@ pub enum HeaderInterest {
 #[derive(Debug)]
 pub struct Rule {
     pub id: String,
-    pub description: Option<String>,
     matchers: Vec<Matcher>,
     transforms: Vec<Transform>,
     exist: Vec<Template>,
@@ -204,9 +204,8 @@ enum NameMatch {
 }
 
 impl NameMatch {
-    fn accepts(&self, name: &str, case_insensitive: bool) -> bool {
+    fn accepts(&self, name: &str) -> bool {
         match self {
-            NameMatch::Exact(n) if case_insensitive => n.eq_ignore_ascii_case(name),
             NameMatch::Exact(n) => n == name,
             NameMatch::Regex(re) => re.is_match(name),
         }
@@ -215,8 +214,8 @@ impl NameMatch {
 
 #[derive(Debug)]
 enum Matcher {
-    Path(Option<Regex>),
-    Host(Option<Regex>),
+    Path(Regex),
+    Host(Regex),
     Method(MethodMatch),
     Header {
         name: NameMatch,
@@ -712,7 +711,6 @@ fn compile_rule(c: &RuleCompiler, spec: RuleSpec, index: usize) -> Result<Rule, 
 
     Ok(Rule {
         id: spec.id.unwrap_or_else(|| format!("rule-{}", index + 1)),
-        description: spec.description,
         matchers,
         transforms,
         exist,
@@ -755,11 +753,11 @@ fn compile_matcher(c: &RuleCompiler, field: &str, m: MatcherSpec) -> Result<Matc
     Ok(match m.kind.as_str() {
         "path" => {
             no_name(&name)?;
-            Matcher::Path(Some(needs_value(value)?))
+            Matcher::Path(needs_value(value)?)
         }
         "host" => {
             no_name(&name)?;
-            Matcher::Host(Some(needs_value(value)?))
+            Matcher::Host(needs_value(value)?)
         }
         "method" => {
             no_name(&name)?;
@@ -909,7 +907,7 @@ fn match_value<'r, 'q>(
 impl Matcher {
     fn capture_names(&self) -> Vec<String> {
         let regexes: Vec<&Regex> = match self {
-            Matcher::Path(r) | Matcher::Host(r) => r.iter().collect(),
+            Matcher::Path(r) | Matcher::Host(r) => vec![r],
             Matcher::Method(MethodMatch::Regex(r)) => vec![r],
             Matcher::Method(MethodMatch::List(_)) => vec![],
             Matcher::Header { value, .. }
@@ -928,13 +926,12 @@ impl Matcher {
         captures: &mut Vec<(&'r str, Cow<'q, str>)>,
     ) -> bool {
         let optional =
-            |re: &'r Option<Regex>, v: &'q str, caps: &mut Vec<(&'r str, Cow<'q, str>)>| match re {
-                Some(re) => match_value(re, Cow::Borrowed(v), caps),
-                None => true,
+            |re: &'r Option<Regex>, v: Cow<'q, str>, caps: &mut Vec<(&'r str, Cow<'q, str>)>| {
+                re.as_ref().is_none_or(|re| match_value(re, v, caps))
             };
         match self {
-            Matcher::Path(re) => optional(re, &req.path, captures),
-            Matcher::Host(re) => optional(re, &req.host, captures),
+            Matcher::Path(re) => match_value(re, Cow::Borrowed(&req.path), captures),
+            Matcher::Host(re) => match_value(re, Cow::Borrowed(&req.host), captures),
             Matcher::Method(MethodMatch::List(list)) => list.contains(&req.method),
             Matcher::Method(MethodMatch::Regex(re)) => {
                 match_value(re, Cow::Borrowed(&req.method), captures)
@@ -943,26 +940,22 @@ impl Matcher {
                 // Header names are case-insensitive; the edge lower-cases them.
                 let found = match name {
                     NameMatch::Exact(n) => req.header(n),
-                    _ => req
+                    NameMatch::Regex(_) => req
                         .headers
                         .iter()
-                        .find(|(n, _)| name.accepts(n, true))
+                        .find(|(n, _)| name.accepts(n))
                         .map(|(_, v)| v.as_str()),
                 };
-                found.is_some_and(|v| optional(value, v, captures))
+                found.is_some_and(|v| optional(value, Cow::Borrowed(v), captures))
             }
             // The first cookie (or query parameter) whose name and value both
             // match decides; junk before it is skipped.
             Matcher::Cookie { name, value } => req
                 .cookies()
-                .any(|(n, v)| name.accepts(n, false) && optional(value, v, captures)),
-            Matcher::Query { name, value } => req.query_pairs().any(|(n, v)| {
-                name.accepts(&n, false)
-                    && match value {
-                        Some(re) => match_value(re, v, captures),
-                        None => true,
-                    }
-            }),
+                .any(|(n, v)| name.accepts(n) && optional(value, Cow::Borrowed(v), captures)),
+            Matcher::Query { name, value } => req
+                .query_pairs()
+                .any(|(n, v)| name.accepts(&n) && optional(value, v, captures)),
         }
     }
 }
