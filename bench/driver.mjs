@@ -30,7 +30,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync, readdi
 import { tmpdir, cpus, loadavg } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { gzipSync, constants as zc } from "node:zlib";
+import { gzipSync } from "node:zlib";
 import http from "node:http";
 import { randomBytes } from "node:crypto";
 import { Miniflare } from "miniflare";

@@ -10,7 +10,6 @@ import { fileURLToPath } from "node:url";
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const SCRIPT = path.join(REPO, "deploy-worker.sh");
-export const WRANGLER = path.join(REPO, "node_modules/.bin/wrangler");
 export const ACCOUNT_ID = "0123456789abcdef0123456789abcdef";
 
 /** Builds the worker once when build/ is missing (the tests use SKIP_BUILD=true). */

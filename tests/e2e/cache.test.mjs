@@ -4,6 +4,7 @@
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, request, waitForLog, requestLogs, sessionCookie, getJson, postJson } from "./harness.mjs";
+import { setTimeout as sleep } from "node:timers/promises";
 
 /** The router's cache key for a classify body (FNV-1a 64, as the core). */
 function cacheKeyUrl(kind, body, target = "web") {
@@ -18,7 +19,6 @@ function cacheKeyUrl(kind, body, target = "web") {
 const stats = (stack) => getJson(`${stack.topology.admin}/_stats`);
 const faults = (stack, f) => postJson(`${stack.topology.admin}/_faults`, f);
 const resetStats = (stack) => postJson(`${stack.topology.admin}/_stats/reset`, {});
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function cellFor(stack, cell, { url = stack.url, path = "/" } = {}) {
   const started = Date.now();

@@ -9,14 +9,15 @@ import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import http from "node:http";
+import net from "node:net";
 import { Miniflare } from "miniflare";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const DEVSTACK = process.env.DEVSTACK_BIN ?? join(ROOT, "target", "debug", "devstack");
 export const HEX32 = "0123456789abcdef0123456789abcdef";
 
-/** Starts a process and resolves with it and its first stdout JSON line. */
-function startReady(args, label) {
+/** Starts devstack and resolves with it and its first stdout JSON line. */
+export function startReady(args, label) {
   return new Promise((resolve, reject) => {
     if (!existsSync(DEVSTACK)) {
       reject(new Error(`${DEVSTACK} is missing: run cargo build -p devstack`));
@@ -170,9 +171,10 @@ async function stopStack(stack) {
   for (const child of stack.children) await stopChild(child);
 }
 
-/** The router's structured request log lines so far, parsed. */
-export function requestLogs(stack) {
+/** The router's structured request log lines (from line `from`), parsed. */
+export function requestLogs(stack, from = 0) {
   return stack.logs
+    .slice(from)
     .map((l) => l.slice(l.indexOf("{")))
     .filter((l) => l.startsWith('{"ruleset"'))
     .map((l) => JSON.parse(l));
@@ -221,6 +223,18 @@ export async function postJson(url, body) {
   const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
   if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
   return res.json().catch(() => ({}));
+}
+
+/** A free loopback port (bound, then released). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
 }
 
 export const sessionCookie = (cell, name = "_gitlab_session") => `${name}=cell-${cell}-${HEX32}`;

@@ -3,16 +3,12 @@
 // and JWT mutators, per-case accounting of which cell saw what, and the
 // outcome classification that every case is judged by.
 import net from "node:net";
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
 import { crc32 } from "node:zlib";
-import { join } from "node:path";
 import http from "node:http";
-import { ROOT, HEX32, stopChild } from "./harness.mjs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { HEX32, stopChild, startReady, requestLogs, freePort } from "./harness.mjs";
 
 export { stopChild };
-
-const DEVSTACK = process.env.DEVSTACK_BIN ?? join(ROOT, "target", "debug", "devstack");
 
 export const MARK = "SPOOFED-MARK";
 export const KIB = 1024;
@@ -181,17 +177,9 @@ export const jwt = (header, claims, sig = "c2lnbmF0dXJl") =>
 // ---------------------------------------------------------------------------
 // Extra demo cells (the registry stack's registries), stopped by PID.
 
-export function startCell(id) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(DEVSTACK, ["cell", "--id", String(id), "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"] });
-    const timer = setTimeout(() => reject(new Error(`cell ${id} not ready`)), 15_000);
-    createInterface({ input: child.stdout }).once("line", (line) => {
-      clearTimeout(timer);
-      const ready = JSON.parse(line);
-      resolve({ id: String(id), addr: ready.addr, url: `http://${ready.addr}`, child });
-    });
-    child.once("exit", (code) => reject(new Error(`cell ${id} exited ${code}`)));
-  });
+export async function startCell(id) {
+  const { child, ready } = await startReady(["cell", "--id", String(id), "--listen", "127.0.0.1:0"], `cell ${id}`);
+  return { id: String(id), addr: ready.addr, url: `http://${ready.addr}`, child };
 }
 
 
@@ -200,7 +188,6 @@ export function startCell(id) {
 
 const PANIC = /panicked|RuntimeError|unreachable/;
 const RUNTIME_ERROR = /Uncaught exception: kj\//;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * The context of one stack: `cells` maps the id the echo reports ("1",
@@ -227,15 +214,6 @@ async function readCounters(ctx) {
   );
   const topology = await (await fetch(`${ctx.stack.topology.admin}/_stats`)).json();
   return { cells: Object.fromEntries(entries), classify: topology.last_requests.map((r) => r.body), byType: topology.by_type };
-}
-
-/** The router's request log lines printed since `logStart`, parsed. */
-function routerLinesSince(stack, logStart) {
-  return stack.logs
-    .slice(logStart)
-    .map((l) => l.slice(l.indexOf("{")))
-    .filter((l) => l.startsWith('{"ruleset"'))
-    .map((l) => JSON.parse(l));
 }
 
 /**
@@ -270,8 +248,8 @@ export async function runCase(ctx, c) {
   // The worker's log line travels through workerd's stdout: give it a moment.
   const wanted = c.routerLines ?? 1;
   const deadline = Date.now() + (res.headers?.["x-demo-cell"] ? 2000 : 300);
-  while (routerLinesSince(ctx.stack, logStart).length < wanted && Date.now() < deadline) await sleep(5);
-  const routerLines = routerLinesSince(ctx.stack, logStart);
+  while (requestLogs(ctx.stack, logStart).length < wanted && Date.now() < deadline) await sleep(5);
+  const routerLines = requestLogs(ctx.stack, logStart);
   const output = ctx.stack.logs.slice(logStart);
   const counters = await readCounters(ctx);
   for (const [id, s] of Object.entries(counters.cells)) ctx.totals[id] += s.requests;
@@ -385,13 +363,4 @@ export function summary(results, title) {
 }
 
 /** A loopback port nothing listens on (bound, then released). */
-export function closedPort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export const closedPort = freePort;

@@ -19,9 +19,9 @@ import { createHash, randomBytes } from "node:crypto";
 import { readFileSync, readdirSync } from "node:fs";
 import { startStack, request, sessionCookie, waitForLog, getJson } from "./harness.mjs";
 import { connect } from "./longlived-ws.mjs";
+import { setTimeout as sleep } from "node:timers/promises";
 
 const MiB = 1024 * 1024;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** PIDs of this process's workerd children (Miniflare spawns workerd directly). */
 function workerdChildren() {

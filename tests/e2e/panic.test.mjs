@@ -10,11 +10,7 @@
 import { test, describe, before } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
-import { dirname, join } from "node:path";
-import { startStack, request, sessionCookie, requestLogs } from "./harness.mjs";
-
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+import { ROOT, startStack, request, sessionCookie, requestLogs } from "./harness.mjs";
 const BUILD = "target/worker-probe";
 
 before(() => {

@@ -10,7 +10,9 @@ import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import net from "node:net";
-import { ROOT, stopChild } from "./harness.mjs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { ROOT, stopChild, freePort } from "./harness.mjs";
+
 
 export const REGISTRY_BIN = process.env.DOCKER_REGISTRY_BIN ?? "docker-registry";
 export const SKOPEO_BIN = process.env.SKOPEO_BIN ?? "skopeo";
@@ -23,19 +25,6 @@ export function requireRegistryTools() {
   }
 }
 
-/** A free loopback port (bound, then released). */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Starts `docker-registry serve` on 127.0.0.1:<free port> with a filesystem

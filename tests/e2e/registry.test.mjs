@@ -26,9 +26,9 @@ import {
   rolloutBucket,
 } from "./registry-harness.mjs";
 import { writeOciImage, readOciImage, MANIFEST_TYPE } from "./registry-oci.mjs";
+import { setTimeout as sleep } from "node:timers/promises";
 
 const REPO_PATH = /^\/v2\/([a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)\/(?:manifests|blobs|tags|referrers)\//;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Retries `check` (which throws until it holds) for up to `ms`: logs arrive asynchronously. */
 async function eventually(check, ms = 3000) {

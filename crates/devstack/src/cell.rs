@@ -28,7 +28,6 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::http::{empty, header_str, headers_json, json_response, Body};
 
-const LAST_REQUESTS: usize = 50;
 const MAX_DELAY_MS: u64 = 600_000;
 const CHUNK: usize = 64 * 1024;
 
@@ -230,11 +229,8 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body>
     let query = req.uri().query().unwrap_or("").to_string();
     let headers = headers_json(req.headers());
     {
-        let mut last = state.last.lock().unwrap();
-        if last.len() == LAST_REQUESTS {
-            last.pop_front();
-        }
-        last.push_back(
+        crate::http::push_capped(
+            &mut state.last.lock().unwrap(),
             json!({"method": method, "path": path, "query": query, "headers": headers.clone()}),
         );
     }
@@ -424,11 +420,7 @@ fn websocket(state: Arc<CellState>, mut req: Request<Incoming>, headers: Value) 
                     eprintln!("cell {}: websocket ended with error: {e}", st.id);
                 }
                 st.websockets_open.fetch_sub(1, Ordering::SeqCst);
-                let mut closes = st.websocket_closes.lock().unwrap();
-                if closes.len() == LAST_REQUESTS {
-                    closes.pop_front();
-                }
-                closes.push_back(ws_end(&end));
+                crate::http::push_capped(&mut st.websocket_closes.lock().unwrap(), ws_end(&end));
             }
             Err(e) => eprintln!("cell {}: websocket upgrade failed: {e}", st.id),
         }

@@ -1,6 +1,6 @@
 //! Small HTTP helpers shared by the topology service and the demo cell.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -128,4 +128,16 @@ pub fn print_ready(value: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{value}");
     let _ = out.flush();
+}
+
+/// How many recent requests (or closes) the `/_stats` endpoints keep.
+pub const LAST_REQUESTS: usize = 50;
+
+/// Appends to a `/_stats` history, dropping the oldest beyond
+/// [`LAST_REQUESTS`].
+pub fn push_capped<T>(history: &mut VecDeque<T>, item: T) {
+    if history.len() == LAST_REQUESTS {
+        history.pop_front();
+    }
+    history.push_back(item);
 }

@@ -20,7 +20,6 @@ use crate::config::{normalize_route, Config, TopologySection};
 use crate::http::{header_str, headers_json, json_response, serve_connection, Body};
 
 const MAX_BODY: usize = 1 << 20;
-const LAST_REQUESTS: usize = 50;
 
 // ---------------------------------------------------------------------------
 // The cell directory and the classify logic (pure, unit-tested).
@@ -285,7 +284,7 @@ impl Directory {
                 best.map(|(i, _)| i)
             }
             ("organizationPath", ClaimValue::Text(p)) => {
-                let p = p.trim_matches('/').to_lowercase();
+                let p = normalize_route(p);
                 self.cells
                     .iter()
                     .position(|c| c.organization_paths.contains(&p))
@@ -731,12 +730,10 @@ impl Topology {
             let mut stats = self.stats.lock().unwrap();
             stats.classify_calls += 1;
             *stats.by_type.entry(type_key).or_insert(0) += 1;
-            if stats.last_requests.len() == LAST_REQUESTS {
-                stats.last_requests.pop_front();
-            }
-            stats
-                .last_requests
-                .push_back(json!({"body": body_json, "headers": headers_json(&parts.headers)}));
+            crate::http::push_capped(
+                &mut stats.last_requests,
+                json!({"body": body_json, "headers": headers_json(&parts.headers)}),
+            );
         }
 
         let latency = self.faults.lock().unwrap().faults.latency_ms;
