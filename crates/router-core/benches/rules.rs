@@ -15,6 +15,8 @@
 
 use std::cell::Cell;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use divan::{black_box, Bencher};
 use router_core::ruleset::HeaderInterest;
 use router_core::token::encode_routable_token;
@@ -58,27 +60,6 @@ impl Rng {
     fn hex32(&mut self) -> String {
         format!("{:016x}{:016x}", self.next(), self.next())
     }
-}
-
-fn base64_standard(input: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 fn token(rng: &mut Rng, prefix: &str, cell: u64) -> String {
@@ -137,12 +118,12 @@ fn request(rng: &mut Rng, kind: &str) -> RequestParts {
         "bearer_token" => r.add_header("Authorization", &format!("Bearer {}", token(rng, "glpat-", cell))),
         "basic_auth_token" => {
             let creds = format!("user-{}:{}", rng.below(1000), token(rng, "glpat-", cell));
-            r.add_header("Authorization", &format!("Basic {}", base64_standard(creds.as_bytes())));
+            r.add_header("Authorization", &format!("Basic {}", STANDARD.encode(creds.as_bytes())));
         }
         "runner_token" => r.add_header("RUNNER-TOKEN", &token(rng, "glrt-", cell)),
         "registry_jwt_auth" => r.add_header(
             "Authorization",
-            &format!("Basic {}", base64_standard(b"user:not-a-routable-password")),
+            &format!("Basic {}", STANDARD.encode(b"user:not-a-routable-password")),
         ),
         other => panic!("unknown kind {other}"),
     }

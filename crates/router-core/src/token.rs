@@ -64,8 +64,7 @@ pub fn decode_routable_token(token: &str) -> Option<Vec<(String, String)>> {
 
     // <signed><crc>: the CRC covers everything before it, prefix included.
     let (signed, crc) = bytes.split_at(bytes.len() - CRC_DIGITS);
-    let expected_crc = base36_padded(u64::from(crc32fast::hash(signed)), CRC_DIGITS);
-    if crc != expected_crc.as_bytes() {
+    if crc != crc_field(signed).as_bytes() {
         return None;
     }
 
@@ -129,7 +128,7 @@ pub fn encode_routable_token(prefix: &str, random: [u8; 16], fields: &[(char, u6
     let base64_part = URL_SAFE_NO_PAD.encode(&encodable);
     let length_field = base36_padded(base64_part.len() as u64, LENGTH_DIGITS);
     let signed = format!("{prefix}{base64_part}.{TOKEN_VERSION}.{length_field}");
-    let crc = base36_padded(u64::from(crc32fast::hash(signed.as_bytes())), CRC_DIGITS);
+    let crc = crc_field(signed.as_bytes());
     signed + &crc
 }
 
@@ -201,6 +200,12 @@ fn base36(mut n: u64) -> String {
 
 /// Lowercase base36 left-padded with `0` to `width` (never truncated), like Ruby's
 /// `n.to_s(36).rjust(width, '0')`.
+/// A routable token's last field: the CRC32 of everything before it, in
+/// base36, zero-padded.
+pub fn crc_field(signed: &[u8]) -> String {
+    base36_padded(u64::from(crc32fast::hash(signed)), CRC_DIGITS)
+}
+
 fn base36_padded(n: u64, width: usize) -> String {
     format!("{:0>width$}", base36(n))
 }

@@ -24,6 +24,8 @@
 
 use std::sync::LazyLock;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
 use router_core::{Action, ClassifyKind, RequestParts, Ruleset};
 
@@ -52,52 +54,24 @@ const FIXED_HEADERS: [&str; 6] = [
     "x-gitlab-runner-token",
 ];
 
-fn base36_crc(signed: &str) -> String {
-    let mut n = crc32fast::hash(signed.as_bytes());
-    let mut digits = [b'0'; 7];
-    for slot in digits.iter_mut().rev() {
-        *slot = b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize];
-        n /= 36;
-    }
-    String::from_utf8(digits.to_vec()).unwrap()
-}
-
 /// `...word!` -> `...word<crc(word)>`, the word being what follows the last space or colon.
 fn fix_crc(value: &str) -> String {
     match value.strip_suffix('!') {
         None => value.to_string(),
         Some(head) => {
             let start = head.rfind([' ', ':']).map_or(0, |i| i + 1);
-            format!("{head}{}", base36_crc(&head[start..]))
+            format!(
+                "{head}{}",
+                router_core::token::crc_field(head[start..].as_bytes())
+            )
         }
     }
-}
-
-fn base64_standard(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 fn header_value(name: &str, raw: &str) -> String {
     if name == "authorization" {
         if let Some(credentials) = raw.strip_prefix("Basic~") {
-            return format!("Basic {}", base64_standard(fix_crc(credentials).as_bytes()));
+            return format!("Basic {}", STANDARD.encode(fix_crc(credentials).as_bytes()));
         }
     }
     fix_crc(raw)
