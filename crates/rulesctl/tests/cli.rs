@@ -22,6 +22,22 @@ struct Run {
 }
 
 impl Run {
+    fn stdout_has(&self, needle: &str) {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout lacks {needle:?}:\n{}",
+            self.stdout
+        );
+    }
+
+    fn stderr_has(&self, needle: &str) {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr lacks {needle:?}:\n{}",
+            self.stderr
+        );
+    }
+
     /// A failure with a message on stderr, nothing on stdout, and no panic.
     fn assert_fails(&self, code: i32, needle: &str) {
         assert_eq!(self.code, code, "exit code; stderr: {}", self.stderr);
@@ -160,11 +176,7 @@ fn help_and_no_arguments() {
     let run = rulesctl(&["--help"]);
     assert_eq!(run.code, 0);
     for command in ["validate", "explain", "diff", "token"] {
-        assert!(
-            run.stdout.contains(&format!("rulesctl {command}")),
-            "{}",
-            run.stdout
-        );
+        run.stdout_has(&format!("rulesctl {command}"));
     }
     let run = rulesctl(&[]);
     assert_eq!(run.code, 2);
@@ -229,35 +241,13 @@ fn validate_reports_each_bad_file_with_its_rule() {
     t.write("rules/not_json.json", "{\"rules\": [");
     let run = t.run(&["validate"]);
     assert_eq!(run.code, 1);
-    assert!(
-        run.stdout.contains("ok rules/good.json (1 rules)"),
-        "{}",
-        run.stdout
+    run.stdout_has("ok rules/good.json (1 rules)");
+    run.stderr_has(
+        "error rules/bad_regex.json: rule \"broken\": match[0].regexValue: invalid regex",
     );
-    assert!(
-        run.stderr.contains(
-            "error rules/bad_regex.json: rule \"broken\": match[0].regexValue: invalid regex"
-        ),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr
-            .contains("error rules/bad_template.json: rule \"tpl\": classify.value: ${b}"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr
-            .contains("error rules/not_json.json: not valid JSON"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stdout.contains("4 rulesets: 1 valid, 3 invalid"),
-        "{}",
-        run.stdout
-    );
+    run.stderr_has("error rules/bad_template.json: rule \"tpl\": classify.value: ${b}");
+    run.stderr_has("error rules/not_json.json: not valid JSON");
+    run.stdout_has("4 rulesets: 1 valid, 3 invalid");
 
     // One bad file named explicitly, by name and by path.
     let run = t.run(&["validate", "bad_regex"]);
@@ -268,11 +258,7 @@ fn validate_reports_each_bad_file_with_its_rule() {
     assert_eq!(run.stdout, "ok rules/good.json (1 rules)\n");
     let run = t.run(&["validate", "missing.json"]);
     assert_eq!(run.code, 1);
-    assert!(
-        run.stderr.contains("error missing.json: cannot read"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_has("error missing.json: cannot read");
 }
 
 #[test]
@@ -287,10 +273,8 @@ fn validate_warns_about_a_missing_catch_all() {
         "{}",
         run.stdout
     );
-    assert!(
-        run.stdout.contains("warning rules/open_ended.json: does not end in a catch-all rule: the last rule, \"admin\""),
-        "{}",
-        run.stdout
+    run.stdout_has(
+        "warning rules/open_ended.json: does not end in a catch-all rule: the last rule, \"admin\"",
     );
     let run = t.run(&["validate", "--strict", "open_ended"]);
     assert_eq!(run.code, 1);
@@ -694,20 +678,11 @@ fn diff_shipped_rules_with_the_sample_requests() {
         "tests/rulesctl/requests.jsonl",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stdout.contains("8 requests, 2 changed, 6 unchanged"),
-        "{}",
-        run.stdout
+    run.stdout_has("8 requests, 2 changed, 6 unchanged");
+    run.stdout_has(
+        "tests/rulesctl/requests.jsonl:5: POST https://gitlab.com/gitlab-org/gitlab/-/issues: ",
     );
-    assert!(
-        run.stdout.contains(
-            "tests/rulesctl/requests.jsonl:5: POST https://gitlab.com/gitlab-org/gitlab/-/issues: "
-        ) && run
-            .stdout
-            .contains("classify {\"type\":\"SESSION_PREFIX\",\"value\":\"cell-11\"}"),
-        "{}",
-        run.stdout
-    );
+    run.stdout_has("classify {\"type\":\"SESSION_PREFIX\",\"value\":\"cell-11\"}");
 }
 
 // ---------------------------------------------------------------------------
