@@ -40,6 +40,12 @@ if [ "$(cat node_modules/.lock-hash 2>/dev/null || true)" != "$lock_hash" ]; the
   echo "$lock_hash" > node_modules/.lock-hash
 fi
 
+# devstack's demo cell 2 serves a Git repository through `git http-backend`.
+if ! command -v git >/dev/null; then
+  say "installing git (Debian)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git >/dev/null
+fi
+
 # gitlab-ci-local (the pipeline test) copies the work tree with rsync.
 if ! command -v rsync >/dev/null; then
   say "installing rsync (Debian)"

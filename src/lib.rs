@@ -27,7 +27,8 @@ use router_core::forward::{
 };
 use router_core::log::RequestLog;
 use router_core::request::UrlParts;
-use router_core::resolve::{CacheLevel, Resolution, Resolver};
+use router_core::resolve::{CacheLevel, Resolver};
+use router_core::route::{self, Routed};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
 use router_core::{Action, Decision, RequestParts, RouterError, Ruleset};
@@ -209,18 +210,17 @@ pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<
         return None;
     }
     let mut log = incoming.log(&iso);
-    let decision = iso.ruleset.as_ref().map(|r| r.decide(&incoming.parts));
-    let target = match decision.as_ref().map(|d| &d.action) {
-        None => Ok(None),
-        Some(Action::Proxy { address }) => Ok(address.map(str::to_string)),
-        Some(Action::Reject { .. }) => return None,
-        Some(Action::Classify(request)) => {
-            let resolution = iso.resolver.as_ref()?.resolve_from_memory(request)?;
-            target_of(&resolution, request.target, &mut log)
-        }
+    let routed = match &iso.ruleset {
+        None => None,
+        Some(rules) => Some(route::route_from_memory(
+            rules,
+            iso.resolver.as_ref(),
+            &incoming.parts,
+        )?),
     };
+    let target = target_of(routed.as_ref(), &mut log);
     // Errors are rare and answered by route_async, which logs them.
-    plan(&iso, &incoming, decision.as_ref(), &mut log, target).ok()
+    plan(&iso, &incoming, routed.as_ref(), &mut log, target).ok()
 }
 
 /// Routes any request: returns its encoded plan ([`plan`]), or the `Response` it
@@ -273,54 +273,68 @@ pub async fn route_async(
         text_response(status, body).into()
     };
 
-    let decision = iso.ruleset.as_ref().map(|r| r.decide(&incoming.parts));
-    let target = match decision.as_ref().map(|d| &d.action) {
-        None => Ok(None),
-        Some(Action::Proxy { address }) => Ok(address.map(str::to_string)),
-        Some(Action::Reject { status, message }) => {
-            let d = decision.as_ref().expect("matched above");
-            log.rule = d.rule_id;
-            log.action = "reject";
-            return respond(&mut log, *status, &format!("{message}\n"));
-        }
-        Some(Action::Classify(request)) => {
-            match &iso.resolver {
-                None => {
-                    log.cache = Some(CacheLevel::Fallback);
-                    log.error = Some("GITLAB_TOPOLOGY_SERVICE_URL is not set".into());
-                    Ok(None)
-                }
-                Some(resolver) => {
-                    let res = resolver.resolve(request).await;
-                    // Cache API writes finish after the response is sent.
-                    for write in resolver.shared_cache().take_pending() {
-                        let _ = ctx.wait_until(&write);
-                    }
-                    log.attempts = (res.attempts > 0).then_some(res.attempts);
-                    log.service_ms = res.service_ms;
-                    log.coalesced = res.coalesced;
-                    log.error = res.error.as_ref().map(ToString::to_string);
-                    target_of(&res, request.target, &mut log)
-                }
-            }
-        }
+    let routed = match &iso.ruleset {
+        None => None,
+        Some(rules) => Some(route::route(rules, iso.resolver.as_ref(), &incoming.parts).await),
     };
-    match plan(&iso, &incoming, decision.as_ref(), &mut log, target) {
+    if let Some(resolver) = &iso.resolver {
+        // Cache API writes finish after the response is sent.
+        for write in resolver.shared_cache().take_pending() {
+            let _ = ctx.wait_until(&write);
+        }
+    }
+    if let Some(Routed {
+        decision:
+            Decision {
+                rule_id,
+                action: Action::Reject { status, message },
+                ..
+            },
+        ..
+    }) = &routed
+    {
+        log.rule = *rule_id;
+        log.action = "reject";
+        return respond(&mut log, *status, &format!("{message}\n"));
+    }
+    let target = target_of(routed.as_ref(), &mut log);
+    match plan(&iso, &incoming, routed.as_ref(), &mut log, target) {
         Ok(plan) => JsValue::from_str(&plan),
         Err((status, body)) => respond(&mut log, status, &body),
     }
 }
 
-/// The address a resolution gives for `target` (`None`: the legacy cell).
-fn target_of(
-    res: &Resolution,
-    target: router_core::Target,
-    log: &mut RequestLog,
+/// The address a routed request goes to (`None`: the legacy cell), with
+/// how it was resolved written into `log`.
+fn target_of<'r>(
+    routed: Option<&Routed<'r>>,
+    log: &mut RequestLog<'r>,
 ) -> Result<Option<String>, RouterError> {
+    let Some(routed) = routed else {
+        return Ok(None);
+    };
+    log.fell_through = routed.fell_through.iter().map(|(rule, _)| *rule).collect();
+    let attempts = routed.attempts();
+    log.attempts = (attempts > 0).then_some(attempts);
+    log.service_ms = routed.service_ms();
+    log.coalesced = routed.coalesced();
+    let question = match &routed.decision.action {
+        Action::Proxy { address } => return Ok(address.map(str::to_string)),
+        Action::Reject { .. } => return Ok(None),
+        Action::Classify(question) => question,
+    };
+    let Some(res) = &routed.resolution else {
+        log.cache = Some(CacheLevel::Fallback);
+        log.error = Some("GITLAB_TOPOLOGY_SERVICE_URL is not set".into());
+        return Ok(None);
+    };
     log.cache = Some(res.level);
+    log.error = res.error.as_ref().map(ToString::to_string);
     match &res.classification {
         None => Ok(None),
-        Some(c) => c.address_for(target).map(|a| a.map(str::to_string)),
+        Some(c) => c
+            .address_for(question.target)
+            .map(|a| a.map(str::to_string)),
     }
 }
 
@@ -423,12 +437,12 @@ fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
 fn plan<'a>(
     iso: &'a Isolate,
     incoming: &'a Incoming,
-    decision: Option<&Decision<'a>>,
+    routed: Option<&Routed<'a>>,
     log: &mut RequestLog<'a>,
     target: Result<Option<String>, RouterError>,
 ) -> Result<String, (u16, String)> {
     let mut rule_type = None;
-    if let Some(d) = decision {
+    if let Some(d) = routed.map(|r| &r.decision) {
         log.rule = d.rule_id;
         log.action = d.action.name();
         if let Action::Classify(request) = &d.action {

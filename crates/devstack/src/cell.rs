@@ -1,5 +1,7 @@
 //! A demo cell: echoes every request as JSON, with request-header controls
 //! for status, delay, response size and extra headers, and a WebSocket echo.
+//! A cell configured with Git repositories also serves them over smart HTTP
+//! (`crate::git_http`).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -26,6 +28,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
+use crate::git_http::{GitPath, GitRepos};
 use crate::http::{empty, header_str, headers_json, json_response, Body};
 
 const MAX_DELAY_MS: u64 = 600_000;
@@ -49,6 +52,8 @@ pub struct CellState {
     websockets_open: AtomicU64,
     /// How the most recent WebSocket sessions ended (see [`ws_end`]).
     websocket_closes: Mutex<VecDeque<Value>>,
+    /// Repositories served over Git smart HTTP, if any.
+    git: Option<Arc<GitRepos>>,
 }
 
 /// Counts one HTTP request in flight; dropped without [`InFlight::answered`]
@@ -92,7 +97,7 @@ pub async fn bind(listen: SocketAddr) -> Result<TcpListener, String> {
         .map_err(|e| format!("cell: cannot listen on {listen}: {e}"))
 }
 
-pub fn serve(id: String, listener: TcpListener) {
+pub fn serve(id: String, listener: TcpListener, git: Option<Arc<GitRepos>>) {
     let state = Arc::new(CellState {
         id,
         requests: AtomicU64::new(0),
@@ -103,8 +108,9 @@ pub fn serve(id: String, listener: TcpListener) {
         responses_cut: AtomicU64::new(0),
         websockets_open: AtomicU64::new(0),
         websocket_closes: Mutex::new(VecDeque::new()),
+        git,
     });
-    crate::http::spawn_accept_loop(listener, move |req, _peer| handle(state.clone(), req));
+    crate::http::spawn_accept_loop(listener, move |req, peer| handle(state.clone(), req, peer));
 }
 
 fn with_cell_header(state: &CellState, mut resp: Response<Body>) -> Response<Body> {
@@ -184,7 +190,7 @@ fn parse_controls(headers: &hyper::HeaderMap) -> Result<Controls, String> {
     })
 }
 
-async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body> {
+async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
         (&Method::GET, "/_stats") => {
@@ -244,6 +250,19 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>) -> Response<Body>
         return websocket(state, req, headers);
     }
     let in_flight = InFlight::new(state.clone());
+
+    let git_path = match &state.git {
+        Some(git) => git.classify(&path),
+        None => GitPath::NotGit,
+    };
+    if git_path != GitPath::NotGit {
+        let resp = match (git_path, &state.git) {
+            (GitPath::Repo(path_info), Some(git)) => git.serve(&path_info, req, peer).await,
+            _ => crate::git_http::not_found(),
+        };
+        in_flight.answered();
+        return with_cell_header(&state, resp);
+    }
 
     let controls = match parse_controls(req.headers()) {
         Ok(c) => c,

@@ -86,6 +86,18 @@ pub struct CellConfig {
     pub namespace_ids: Vec<u64>,
     #[serde(default)]
     pub usernames: Vec<String>,
+    /// Old paths of renamed namespaces (`redirectRoute` claims), matched
+    /// like `routes`.
+    #[serde(default)]
+    pub redirect_routes: Vec<String>,
+    #[serde(default)]
+    pub user_ids: Vec<u64>,
+    #[serde(default)]
+    pub snippet_ids: Vec<u64>,
+    /// Repositories (`group/project`, without `.git`) the demo cell started
+    /// by `devstack up` creates and serves over Git smart HTTP.
+    #[serde(default)]
+    pub git_repositories: Vec<String>,
 }
 
 impl CellConfig {
@@ -113,7 +125,8 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         let mut ids = HashSet::new();
         let mut prefixes = HashSet::new();
-        let mut routes: HashMap<String, u64> = HashMap::new();
+        let mut routes: HashMap<(&str, String), u64> = HashMap::new();
+        let mut git_repositories = HashSet::new();
         let mut keyed: HashMap<(&str, String), u64> = HashMap::new();
         for cell in &self.cells {
             if !ids.insert(cell.id) {
@@ -129,19 +142,31 @@ impl Config {
             if let Some(l) = &cell.listen {
                 parse_listen(l).map_err(|e| format!("cell {}: listen: {e}", cell.id))?;
             }
-            for r in &cell.routes {
-                let norm = normalize_route(r);
-                if norm.is_empty() {
-                    return Err(format!("cell {}: empty route entry", cell.id));
-                }
-                if let Some(other) = routes.insert(norm.clone(), cell.id) {
-                    return Err(format!(
-                        "route {norm:?} is owned by both cell {other} and cell {}",
-                        cell.id
-                    ));
+            for (kind, entries) in [
+                ("route", &cell.routes),
+                ("redirect_route", &cell.redirect_routes),
+            ] {
+                for r in entries {
+                    let norm = normalize_route(r);
+                    if norm.is_empty() {
+                        return Err(format!("cell {}: empty {kind} entry", cell.id));
+                    }
+                    if let Some(other) = routes.insert((kind, norm.clone()), cell.id) {
+                        return Err(format!(
+                            "{kind} {norm:?} is owned by both cell {other} and cell {}",
+                            cell.id
+                        ));
+                    }
                 }
             }
-            let lists: [(&str, Vec<String>); 5] = [
+            for repo in &cell.git_repositories {
+                validate_git_repository(repo)
+                    .map_err(|e| format!("cell {}: git_repositories: {e}", cell.id))?;
+                if !git_repositories.insert(repo.to_lowercase()) {
+                    return Err(format!("git repository {repo:?} is listed twice"));
+                }
+            }
+            let lists: [(&str, Vec<String>); 7] = [
                 (
                     "organization_paths",
                     cell.organization_paths
@@ -164,6 +189,14 @@ impl Config {
                 (
                     "usernames",
                     cell.usernames.iter().map(|s| s.to_lowercase()).collect(),
+                ),
+                (
+                    "user_ids",
+                    cell.user_ids.iter().map(u64::to_string).collect(),
+                ),
+                (
+                    "snippet_ids",
+                    cell.snippet_ids.iter().map(u64::to_string).collect(),
                 ),
             ];
             for (kind, values) in lists {
@@ -191,6 +224,29 @@ impl Config {
             );
         }
         Ok(())
+    }
+}
+
+/// A repository name is `namespace/…/project`: at least two segments of
+/// ASCII letters, digits, `.`, `_` and `-`, none starting with `.`, and no
+/// `.git` suffix (the cell adds it). This keeps the name safe as a path
+/// under the cell's repository root.
+fn validate_git_repository(repo: &str) -> Result<(), String> {
+    let segments: Vec<&str> = repo.split('/').collect();
+    let ok = segments.len() >= 2
+        && !repo.to_ascii_lowercase().ends_with(".git")
+        && segments.iter().all(|s| {
+            !s.is_empty()
+                && !s.starts_with('.')
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{repo:?} is not a repository path like \"group/project\" (no .git suffix)"
+        ))
     }
 }
 
@@ -234,6 +290,22 @@ mod tests {
             assert!(c.address.is_some());
             assert_eq!(c.listen, c.address);
         }
+        let ids: Vec<(Vec<u64>, Vec<u64>)> = cfg
+            .cells
+            .iter()
+            .map(|c| (c.user_ids.clone(), c.snippet_ids.clone()))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                (vec![1], vec![1]),
+                (vec![20], vec![200]),
+                (vec![30], vec![300])
+            ]
+        );
+        assert_eq!(cfg.cells[1].git_repositories, ["cell2-group/demo"]);
+        assert!(cfg.cells[0].git_repositories.is_empty());
+        assert!(cfg.cells[2].git_repositories.is_empty());
     }
 
     #[test]
@@ -247,5 +319,33 @@ mod tests {
         assert!(Config::parse("[topology]\nlisten = \"localhost:1\"\n").is_ok());
         assert!(Config::parse("[topology]\nbogus = 1\n").is_err());
         assert!(Config::parse("[topology]\naccess_client_id = \"x\"\n").is_err());
+        assert!(Config::parse(
+            "[[cells]]\nid = 1\nuser_ids=[5]\n[[cells]]\nid = 2\nuser_ids=[5]\n"
+        )
+        .is_err());
+        assert!(Config::parse(
+            "[[cells]]\nid = 1\nredirect_routes=[\"old\"]\n[[cells]]\nid = 2\nredirect_routes=[\"OLD/\"]\n"
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn git_repository_names() {
+        let cfg = |repo: &str| {
+            Config::parse(&format!(
+                "[[cells]]\nid = 1\ngit_repositories = [{repo:?}]\n"
+            ))
+        };
+        assert!(cfg("cell2-group/demo").is_ok());
+        assert!(cfg("a/b/c_d.e-f").is_ok());
+        for bad in [
+            "demo", "a/b.git", "a/../b", "/a/b", "a/b/", "a//b", "a/.b", "a/b c", "",
+        ] {
+            assert!(cfg(bad).is_err(), "{bad:?}");
+        }
+        assert!(Config::parse(
+            "[[cells]]\nid = 1\ngit_repositories=[\"a/b\"]\n[[cells]]\nid = 2\ngit_repositories=[\"A/b\"]\n"
+        )
+        .is_err());
     }
 }

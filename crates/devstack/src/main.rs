@@ -3,16 +3,19 @@
 
 mod cell;
 mod config;
+mod git_http;
 mod http;
 mod sink;
 mod topology;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use serde_json::json;
 
 use crate::config::{parse_listen, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_TOPOLOGY_LISTEN};
+use crate::git_http::GitRepos;
 use crate::topology::{Directory, Faults};
 
 const USAGE: &str = "\
@@ -104,6 +107,21 @@ async fn run(cmd: &str, rest: &[String]) -> Result<(), String> {
     // Install the signal handlers before anything is announced, so a signal
     // sent right after a ready line is handled (exit 0).
     let shutdown = shutdown_signal()?;
+    // Git repositories created by `up`, removed when the process stops.
+    let mut git = Vec::new();
+    let started = start(cmd, rest, &mut git).await;
+    if started.is_ok() {
+        shutdown.await;
+        eprintln!("devstack: signal received, stopping");
+    }
+    for repos in &git {
+        repos.remove();
+    }
+    started
+}
+
+/// Starts the servers of one subcommand (they run on spawned tasks).
+async fn start(cmd: &str, rest: &[String], git: &mut Vec<Arc<GitRepos>>) -> Result<(), String> {
     match cmd {
         "topology" => {
             let args = Args::parse(rest, &["config", "listen", "admin-listen", "faults"])?;
@@ -120,7 +138,7 @@ async fn run(cmd: &str, rest: &[String]) -> Result<(), String> {
             let listen = parse_listen(args.get("listen").unwrap_or("127.0.0.1:9101"))?;
             let listener = cell::bind(listen).await?;
             let addr = local_addr(&listener)?;
-            cell::serve(id.clone(), listener);
+            cell::serve(id.clone(), listener, None);
             http::print_ready(&json!({"ready": "cell", "id": id, "addr": addr.to_string()}));
         }
         "up" => {
@@ -137,8 +155,17 @@ async fn run(cmd: &str, rest: &[String]) -> Result<(), String> {
                 }
             }
             let dir = Directory::new(&cfg, &bound)?;
+            // Every repository exists before any ready line is printed.
+            let mut repos_of = HashMap::new();
+            for c in &cfg.cells {
+                if c.listen.is_some() && !c.git_repositories.is_empty() {
+                    let repos = Arc::new(GitRepos::create(c.id, &c.git_repositories)?);
+                    git.push(repos.clone());
+                    repos_of.insert(c.id, repos);
+                }
+            }
             for (id, listener, addr) in started {
-                cell::serve(id.to_string(), listener);
+                cell::serve(id.to_string(), listener, repos_of.remove(&id));
                 http::print_ready(
                     &json!({"ready": "cell", "id": id.to_string(), "addr": addr.to_string()}),
                 );
@@ -155,8 +182,6 @@ async fn run(cmd: &str, rest: &[String]) -> Result<(), String> {
         }
         other => return Err(format!("unknown subcommand {other:?}\n{USAGE}")),
     }
-    shutdown.await;
-    eprintln!("devstack: signal received, stopping");
     Ok(())
 }
 

@@ -16,6 +16,8 @@ use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use router_core::classify::CLAIM_TYPES;
+
 use crate::config::{normalize_route, Config, TopologySection};
 use crate::http::{header_str, headers_json, json_response, serve_connection, Body};
 
@@ -38,6 +40,10 @@ pub struct Cell {
     pub project_ids: HashSet<u64>,
     pub namespace_ids: HashSet<u64>,
     pub usernames: HashSet<String>,
+    /// Normalized redirect route entries.
+    pub redirect_routes: Vec<String>,
+    pub user_ids: HashSet<u64>,
+    pub snippet_ids: HashSet<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -59,14 +65,13 @@ pub enum Answer {
     },
 }
 
-const CLAIM_KEYS: [&str; 6] = [
-    "route",
-    "organizationPath",
-    "organizationId",
-    "projectId",
-    "namespaceId",
-    "username",
-];
+/// The claim keys classify accepts: the camelCase names of the core's
+/// [`CLAIM_TYPES`], so the router and the dev stack cannot disagree. Keys
+/// ending in `Id` take decimal ids; keys with no directory data here
+/// (`email`, `sshKey`, …) are valid and answer not found.
+fn claim_keys() -> impl Iterator<Item = &'static str> {
+    CLAIM_TYPES.iter().map(|(_, camel)| *camel)
+}
 
 enum ClaimValue {
     Text(String),
@@ -105,6 +110,13 @@ impl Directory {
                 project_ids: c.project_ids.iter().copied().collect(),
                 namespace_ids: c.namespace_ids.iter().copied().collect(),
                 usernames: c.usernames.iter().map(|s| s.to_lowercase()).collect(),
+                redirect_routes: c
+                    .redirect_routes
+                    .iter()
+                    .map(|r| normalize_route(r))
+                    .collect(),
+                user_ids: c.user_ids.iter().copied().collect(),
+                snippet_ids: c.snippet_ids.iter().copied().collect(),
             });
         }
         Ok(Directory { cells })
@@ -209,17 +221,20 @@ impl Directory {
             let obj = claim
                 .as_object()
                 .ok_or_else(|| format!("claims[{i}] must be an object"))?;
+            let keys = || claim_keys().collect::<Vec<_>>();
             if obj.len() != 1 {
                 return Err(format!(
-                    "claims[{i}] must have exactly one key among {CLAIM_KEYS:?}"
+                    "claims[{i}] must have exactly one key among {:?}",
+                    keys()
                 ));
             }
             let (key, value) = obj.iter().next().expect("one entry");
-            if !CLAIM_KEYS.contains(&key.as_str()) {
+            let Some(key) = claim_keys().find(|k| k == key) else {
                 return Err(format!(
-                    "claims[{i}]: unknown claim key {key:?} (expected one of {CLAIM_KEYS:?})"
+                    "claims[{i}]: unknown claim key {key:?} (expected one of {:?})",
+                    keys()
                 ));
-            }
+            };
             let v = if key.ends_with("Id") {
                 let id = match value {
                     Value::String(s) => s.parse::<u64>().ok(),
@@ -237,7 +252,7 @@ impl Directory {
                         .to_string(),
                 )
             };
-            parsed.push((key.as_str(), v, claim));
+            parsed.push((key, v, claim));
         }
         for (key, value, claim) in &parsed {
             if let Some(cell) = self.match_claim(key, value) {
@@ -264,24 +279,9 @@ impl Directory {
 
     fn match_claim(&self, key: &str, value: &ClaimValue) -> Option<usize> {
         match (key, value) {
-            ("route", ClaimValue::Text(route)) => {
-                let route = normalize_route(route);
-                if route.is_empty() {
-                    return None;
-                }
-                let mut best: Option<(usize, usize)> = None;
-                for (i, cell) in self.cells.iter().enumerate() {
-                    for entry in &cell.routes {
-                        let hit = route == *entry
-                            || (route.len() > entry.len()
-                                && route.starts_with(entry.as_str())
-                                && route.as_bytes()[entry.len()] == b'/');
-                        if hit && best.is_none_or(|(_, len)| entry.len() > len) {
-                            best = Some((i, entry.len()));
-                        }
-                    }
-                }
-                best.map(|(i, _)| i)
+            ("route", ClaimValue::Text(route)) => self.match_route(route, |c| &c.routes),
+            ("redirectRoute", ClaimValue::Text(route)) => {
+                self.match_route(route, |c| &c.redirect_routes)
             }
             ("organizationPath", ClaimValue::Text(p)) => {
                 let p = normalize_route(p);
@@ -303,8 +303,36 @@ impl Directory {
             ("namespaceId", ClaimValue::Id(id)) => {
                 self.cells.iter().position(|c| c.namespace_ids.contains(id))
             }
+            ("userId", ClaimValue::Id(id)) => {
+                self.cells.iter().position(|c| c.user_ids.contains(id))
+            }
+            ("snippetId", ClaimValue::Id(id)) => {
+                self.cells.iter().position(|c| c.snippet_ids.contains(id))
+            }
             _ => None,
         }
+    }
+
+    /// A route matches an entry equal to it or starting with `entry/`; the
+    /// longest entry wins.
+    fn match_route(&self, route: &str, entries: impl Fn(&Cell) -> &Vec<String>) -> Option<usize> {
+        let route = normalize_route(route);
+        if route.is_empty() {
+            return None;
+        }
+        let mut best: Option<(usize, usize)> = None;
+        for (i, cell) in self.cells.iter().enumerate() {
+            for entry in entries(cell) {
+                let hit = route == *entry
+                    || (route.len() > entry.len()
+                        && route.starts_with(entry.as_str())
+                        && route.as_bytes()[entry.len()] == b'/');
+                if hit && best.is_none_or(|(_, len)| entry.len() > len) {
+                    best = Some((i, entry.len()));
+                }
+            }
+        }
+        best.map(|(i, _)| i)
     }
 }
 
@@ -919,6 +947,56 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Every claim key of the core is accepted: a value gets an answer
+    /// (found or not found, tagged with its own claim tag), never a 400.
+    #[test]
+    fn every_core_claim_key_is_accepted() {
+        let d = dir();
+        assert_eq!(CLAIM_TYPES.len(), 16);
+        for (upper, key) in CLAIM_TYPES {
+            let value = if key.ends_with("Id") {
+                json!("1")
+            } else {
+                json!("some-value")
+            };
+            let answer = d
+                .classify(&json!({"claims": [{*key: value}]}))
+                .unwrap_or_else(|e| panic!("{upper} ({key}) rejected: {e}"));
+            match answer {
+                Answer::Found { type_tag, .. } => assert_eq!(type_tag, claim_tag(key)),
+                Answer::NotFound { type_tags, .. } => assert_eq!(type_tags, vec![claim_tag(key)]),
+            }
+        }
+    }
+
+    #[test]
+    fn new_claims() {
+        let d = dir();
+        let c = |v: Value| cell_of(d.classify(&v).unwrap());
+        assert_eq!(c(json!({"claims": [{"userId": 1}]})), Some(1));
+        assert_eq!(c(json!({"claims": [{"userId": "20"}]})), Some(2));
+        assert_eq!(c(json!({"claims": [{"userId": "30"}]})), Some(3));
+        assert_eq!(c(json!({"claims": [{"userId": "21"}]})), None);
+        assert_eq!(c(json!({"claims": [{"snippetId": "1"}]})), Some(1));
+        assert_eq!(c(json!({"claims": [{"snippetId": 200}]})), Some(2));
+        assert_eq!(c(json!({"claims": [{"snippetId": "300"}]})), Some(3));
+        assert_eq!(c(json!({"claims": [{"snippetId": "301"}]})), None);
+        assert_eq!(
+            c(json!({"claims": [{"redirectRoute": "Cell2-Old-Group/app"}]})),
+            Some(2)
+        );
+        // A redirect route entry is not a route, and the other way round.
+        assert_eq!(c(json!({"claims": [{"route": "cell2-old-group"}]})), None);
+        assert_eq!(
+            c(json!({"claims": [{"redirectRoute": "cell2-group"}]})),
+            None
+        );
+        assert_eq!(c(json!({"claims": [{"email": "a@example.com"}]})), None);
+        assert!(d.classify(&json!({"claims": [{"userId": "x"}]})).is_err());
+        assert!(d.classify(&json!({"claims": [{"groupId": "1"}]})).is_err());
+        assert!(d.classify(&json!({"claims": [{"email": 1}]})).is_err());
     }
 
     #[test]

@@ -2,18 +2,28 @@
 
 use std::fmt::Write as _;
 
-/// Claim types the Topology Service knows, as `(UPPER_SNAKE, camelCase)`.
-/// A ruleset naming anything else is rejected when it is compiled.
+/// Claim types the Topology Service knows, as `(UPPER_SNAKE, camelCase)`:
+/// the fields of its `Claim` message. A ruleset naming anything else is
+/// rejected when it is compiled; the schema (`schema/ruleset.schema.json`)
+/// and devstack's Topology Service take their lists from here (tests hold
+/// them equal). A group is a namespace: there is no group or runner claim.
 pub const CLAIM_TYPES: &[(&str, &str)] = &[
     ("ROUTE", "route"),
     ("ORGANIZATION_PATH", "organizationPath"),
-    ("ORGANIZATION_ID", "organizationId"),
+    ("REDIRECT_ROUTE", "redirectRoute"),
+    ("USERNAME", "username"),
+    ("EMAIL", "email"),
     ("PROJECT_ID", "projectId"),
     ("NAMESPACE_ID", "namespaceId"),
-    ("GROUP_ID", "groupId"),
+    ("GPG_KEY", "gpgKey"),
+    ("SSH_KEY", "sshKey"),
     ("USER_ID", "userId"),
-    ("USERNAME", "username"),
-    ("RUNNER_ID", "runnerId"),
+    ("ORGANIZATION_ID", "organizationId"),
+    ("SERVICE_DESK_CUSTOM_EMAIL", "serviceDeskCustomEmail"),
+    ("GPG_KEY_FINGERPRINT", "gpgKeyFingerprint"),
+    ("INVITE_EMAIL", "inviteEmail"),
+    ("SSH_KEY_FINGERPRINT", "sshKeyFingerprint"),
+    ("SNIPPET_ID", "snippetId"),
 ];
 
 /// What kind of key a rule classifies.

@@ -22,6 +22,10 @@ pub struct RequestLog<'a> {
     pub attempts: Option<u32>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub coalesced: bool,
+    /// Rules whose key the Topology Service did not know and that handed
+    /// the request on (`notFound: next-rule`), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fell_through: Vec<&'a str>,
     pub upstream: Option<String>,
     pub status: Option<u16>,
     pub duration_ms: u64,
@@ -59,6 +63,7 @@ impl RequestLog<'_> {
             duration_ms: 0,
             upstream: self.upstream.clone(),
             error: self.error.clone(),
+            fell_through: self.fell_through.clone(),
             ..*self
         }
         .to_json();

@@ -131,6 +131,10 @@ struct TransformSpec {
 struct ValidateSpec {
     #[serde(default)]
     exist: Vec<String>,
+    /// Templates whose value must not be a reserved top-level route
+    /// ([`crate::reserved`]), e.g. the first segment of a path claim.
+    #[serde(default, rename = "notReserved", alias = "not_reserved")]
+    not_reserved: Vec<String>,
 }
 
 /// Gradual migration: which values of a captured key a rule applies to.
@@ -157,6 +161,10 @@ struct ClassifySpec {
     value: Option<String>,
     #[serde(default)]
     target: Option<String>,
+    /// What a 404 from the Topology Service means: `legacy-cell` (the
+    /// default) or `next-rule`, evaluation goes on after this rule.
+    #[serde(default, rename = "notFound", alias = "not_found")]
+    not_found: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -193,6 +201,7 @@ pub struct Rule {
     matchers: Vec<Matcher>,
     transforms: Vec<Transform>,
     exist: Vec<Template>,
+    not_reserved: Vec<Template>,
     rollout: Option<Rollout>,
     action: RuleAction,
 }
@@ -288,6 +297,8 @@ enum RuleAction {
         kind: ClassifyKind,
         value: Option<Template>,
         target: Target,
+        /// `notFound: next-rule`.
+        next_on_not_found: bool,
     },
 }
 
@@ -297,6 +308,10 @@ pub struct Decision<'r> {
     /// The matching rule's id; `None` when no rule matched.
     pub rule_id: Option<&'r str>,
     pub action: Action<'r>,
+    /// For a classify rule with `notFound: next-rule`: the position of the
+    /// rule after it, where [`Ruleset::decide_from`] resumes when the
+    /// Topology Service does not know the key.
+    pub next_on_not_found: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -340,8 +355,13 @@ impl Decision<'_> {
                 ),
             ),
         };
+        let not_found = if self.next_on_not_found.is_some() {
+            r#","not_found":"next-rule""#
+        } else {
+            ""
+        };
         format!(
-            r#"{{"rule":{},"action":"{}","classify":{classify},"proxy":{proxy}{reject}}}"#,
+            r#"{{"rule":{},"action":"{}","classify":{classify},"proxy":{proxy}{reject}{not_found}}}"#,
             text_or_null(self.rule_id),
             self.action.name()
         )
@@ -481,19 +501,35 @@ impl Ruleset {
     /// validations and templates all hold decides. No match: the legacy
     /// cell.
     pub fn decide<'r>(&'r self, request: &RequestParts) -> Decision<'r> {
+        self.decide_from(request, 0)
+    }
+
+    /// [`Ruleset::decide`] over the rules from position `first` on: where
+    /// evaluation resumes when a `notFound: next-rule` rule's key is unknown
+    /// ([`Decision::next_on_not_found`]).
+    pub fn decide_from<'r>(&'r self, request: &RequestParts, first: usize) -> Decision<'r> {
         let mut eval = Eval::default();
-        for rule in &self.rules {
+        for (index, rule) in self.rules.iter().enumerate().skip(first) {
             eval.clear();
             if let Some(action) = rule.evaluate(request, &mut eval) {
+                let next = matches!(
+                    rule.action,
+                    RuleAction::Classify {
+                        next_on_not_found: true,
+                        ..
+                    }
+                );
                 return Decision {
                     rule_id: Some(&rule.id),
                     action,
+                    next_on_not_found: next.then_some(index + 1),
                 };
             }
         }
         Decision {
             rule_id: None,
             action: Action::Proxy { address: None },
+            next_on_not_found: None,
         }
     }
 }
@@ -569,9 +605,9 @@ fn compile_rule(c: &RuleCompiler, spec: RuleSpec, index: usize) -> Result<Rule, 
         let input = compile_template(c, &format!("{field}.input"), &t.input, &captures, &outputs)?;
         let extract = match &t.extract {
             None => None,
-            Some(_) if kind != TransformKind::Base64 => {
+            Some(_) if !kind.yields_text() => {
                 return Err(c.err(format!(
-                    "{field}.extract: only a base64 transform has text to extract from"
+                    "{field}.extract: only a text transform (base64, lowercase, percent-decode) has text to extract from"
                 )))
             }
             Some(re) => Some(c.regex(&format!("{field}.extract"), re)?),
@@ -589,14 +625,19 @@ fn compile_rule(c: &RuleCompiler, spec: RuleSpec, index: usize) -> Result<Rule, 
         });
         outputs.push((t.output, shape));
     }
-    let exist = spec
-        .validate
-        .map(|v| v.exist)
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-        .map(|(i, t)| compile_template(c, &format!("validate.exist[{i}]"), t, &captures, &outputs))
-        .collect::<Result<Vec<_>, _>>()?;
+    let validate = spec.validate.unwrap_or(ValidateSpec {
+        exist: Vec::new(),
+        not_reserved: Vec::new(),
+    });
+    let templates = |field: &str, sources: &[String]| {
+        sources
+            .iter()
+            .enumerate()
+            .map(|(i, t)| compile_template(c, &format!("{field}[{i}]"), t, &captures, &outputs))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let exist = templates("validate.exist", &validate.exist)?;
+    let not_reserved = templates("validate.notReserved", &validate.not_reserved)?;
 
     let rollout = spec
         .rollout
@@ -658,10 +699,20 @@ fn compile_rule(c: &RuleCompiler, spec: RuleSpec, index: usize) -> Result<Rule, 
                 }
                 (None, false) => None,
             };
+            let next_on_not_found = match cl.not_found.as_deref() {
+                None | Some("legacy-cell") => false,
+                Some("next-rule") => true,
+                Some(other) => {
+                    return Err(c.err(format!(
+                        "classify.notFound: {other:?} is neither legacy-cell nor next-rule"
+                    )))
+                }
+            };
             RuleAction::Classify {
                 kind,
                 value,
                 target,
+                next_on_not_found,
             }
         }
         "proxy" => {
@@ -714,6 +765,7 @@ fn compile_rule(c: &RuleCompiler, spec: RuleSpec, index: usize) -> Result<Rule, 
         matchers,
         transforms,
         exist,
+        not_reserved,
         rollout,
         action,
     })
@@ -965,6 +1017,7 @@ impl Rule {
     pub fn is_catch_all(&self) -> bool {
         self.matchers.is_empty()
             && self.exist.is_empty()
+            && self.not_reserved.is_empty()
             && self.rollout.is_none()
             && match &self.action {
                 RuleAction::Proxy { .. } | RuleAction::Reject { .. } => true,
@@ -1009,6 +1062,11 @@ impl Rule {
         if !self.exist.iter().all(|t| t.exists(eval)) {
             return None;
         }
+        for guarded in &self.not_reserved {
+            if crate::reserved::is_reserved_top_level_route(&guarded.render(eval)?) {
+                return None;
+            }
+        }
         if let Some(rollout) = &self.rollout {
             if !rollout.admits(&rollout.value.render(eval)?) {
                 return None;
@@ -1026,6 +1084,7 @@ impl Rule {
                 kind,
                 value,
                 target,
+                ..
             } => Action::Classify(ClassifyRequest {
                 kind: *kind,
                 value: match value {

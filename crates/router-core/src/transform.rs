@@ -15,6 +15,11 @@ pub enum TransformKind {
     Base64,
     /// The unverified JSON claims of a JWT.
     JwtClaims,
+    /// ASCII lower case, as GitLab compares namespace paths.
+    Lowercase,
+    /// Percent-decoded text (`gitlab-org%2Fgitlab` -> `gitlab-org/gitlab`);
+    /// nothing when the result is not UTF-8 or holds a control character.
+    PercentDecode,
 }
 
 /// A transform's result for one request.
@@ -33,6 +38,8 @@ impl TransformKind {
             }
             "base64" => Some(TransformKind::Base64),
             "jwt-claims" | "jwt_claims" => Some(TransformKind::JwtClaims),
+            "lowercase" => Some(TransformKind::Lowercase),
+            "percent-decode" | "percent_decode" => Some(TransformKind::PercentDecode),
             _ => None,
         }
     }
@@ -50,14 +57,28 @@ impl TransformKind {
             (TransformKind::RoutableTokenPayload, None) => {
                 Err("name a field of the token, e.g. ${decoded.c}".to_string())
             }
-            (TransformKind::Base64, None | Some("value")) => Ok(()),
-            (TransformKind::Base64, Some(k)) => Err(format!("base64 output has no field {k:?}")),
+            (
+                TransformKind::Base64 | TransformKind::Lowercase | TransformKind::PercentDecode,
+                key,
+            ) => match key {
+                None | Some("value") => Ok(()),
+                Some(k) => Err(format!("a text output has no field {k:?}")),
+            },
             (TransformKind::JwtClaims, Some(path)) if path.split('.').all(|p| !p.is_empty()) => {
                 Ok(())
             }
             (TransformKind::JwtClaims, Some(path)) => Err(format!("bad claim path {path:?}")),
             (TransformKind::JwtClaims, None) => Err("name a claim, e.g. ${claims.sub}".to_string()),
         }
+    }
+
+    /// Whether the output is one text (`${out}`), which an `extract` regex
+    /// may split into fields.
+    pub fn yields_text(self) -> bool {
+        matches!(
+            self,
+            TransformKind::Base64 | TransformKind::Lowercase | TransformKind::PercentDecode
+        )
     }
 
     /// Runs the transform; `None` when the input is not what it decodes.
@@ -68,6 +89,12 @@ impl TransformKind {
             }
             TransformKind::Base64 => crate::b64::decode_base64_text(input).map(Output::Text),
             TransformKind::JwtClaims => crate::jwt::unverified_claims(input).map(Output::Claims),
+            TransformKind::Lowercase => Some(Output::Text(input.to_ascii_lowercase())),
+            TransformKind::PercentDecode => percent_encoding::percent_decode_str(input)
+                .decode_utf8()
+                .ok()
+                .filter(|text| !text.chars().any(char::is_control))
+                .map(|text| Output::Text(text.into_owned())),
         }
     }
 }
@@ -85,6 +112,45 @@ impl Output {
                 crate::jwt::claim_at_path(claims, path).map(Cow::Owned)
             }
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(kind: &str, input: &str) -> Option<String> {
+        match TransformKind::parse(kind)?.apply(input)? {
+            Output::Text(t) => Some(t),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn lowercase_folds_ascii_only() {
+        assert_eq!(text("lowercase", "Cell2-Group").unwrap(), "cell2-group");
+        assert_eq!(text("lowercase", "ÄB").unwrap(), "Äb");
+    }
+
+    #[test]
+    fn percent_decode_refuses_control_bytes_and_bad_utf8() {
+        assert_eq!(
+            text("percent-decode", "gitlab-org%2Fgitlab").unwrap(),
+            "gitlab-org/gitlab"
+        );
+        assert_eq!(text("percent-decode", "a%2fb%2Ec").unwrap(), "a/b.c");
+        assert_eq!(text("percent-decode", "plain").unwrap(), "plain");
+        for bad in ["a%00b", "a%0Ab", "%ff%fe", "a%7f"] {
+            assert_eq!(text("percent-decode", bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn text_outputs_have_no_fields() {
+        for kind in [TransformKind::Lowercase, TransformKind::PercentDecode] {
+            assert!(kind.check_key(None).is_ok());
+            assert!(kind.check_key(Some("c")).is_err());
         }
     }
 }

@@ -81,19 +81,40 @@ fn every_ruleset_decides_as_its_table_says() {
         tables += 1;
         for case in &table {
             cases += 1;
-            let got = ruleset.decide(&request(case)).explain();
+            let request = request(case);
+            let decision = ruleset.decide(&request);
             let expected = &case["expect"];
-            for key in ["rule", "action", "classify", "proxy"] {
-                if got[key] != expected[key] {
-                    failures.push(format!(
-                        "{name}: {}: {key}: expected {} got {}",
-                        case["name"], expected[key], got[key]
-                    ));
+            let mut compare = |what: &str, got: &Value, expected: &Value| {
+                for key in ["rule", "action", "classify", "proxy", "reject"] {
+                    if got[key] != expected[key] {
+                        failures.push(format!(
+                            "{name}: {}: {what}{key}: expected {} got {}",
+                            case["name"], expected[key], got[key]
+                        ));
+                    }
                 }
+            };
+            compare("", &decision.explain(), expected);
+            // What the rules after a notFound: next-rule rule decide when
+            // the Topology Service does not know its key.
+            match (decision.next_on_not_found, expected.get("on_not_found")) {
+                (Some(next), Some(then)) => compare(
+                    "on_not_found.",
+                    &ruleset.decide_from(&request, next).explain(),
+                    then,
+                ),
+                (None, Some(_)) => failures.push(format!(
+                    "{name}: {}: expected a rule that hands not-found keys on",
+                    case["name"]
+                )),
+                _ => {}
             }
         }
     }
-    assert!(tables >= 5 && cases >= 25, "{tables} tables, {cases} cases");
+    assert!(
+        tables >= 7 && cases >= 300,
+        "{tables} tables, {cases} cases"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -109,6 +109,7 @@ mod tests {
         let v = View::from(Decision {
             rule_id: None,
             action: Action::Proxy { address: None },
+            next_on_not_found: None,
         });
         assert_eq!(
             v.to_json(),
@@ -121,6 +122,7 @@ mod tests {
                 value: None,
                 target: router_core::Target::Web,
             }),
+            next_on_not_found: None,
         });
         assert_eq!(
             v.to_json(),

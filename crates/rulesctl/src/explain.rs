@@ -15,6 +15,9 @@ Runs one request through a ruleset and prints one JSON object:
   {\"rule\": ID|null, \"action\": \"classify\"|\"proxy\"|\"reject\",
    \"classify\": BODY|null, \"proxy\": {\"address\": HOST|null}|null}
 and, for a rejection, \"reject\": {\"status\": N, \"message\": TEXT}.
+A classify rule with notFound next-rule adds \"not_found\": \"next-rule\" and
+\"on_not_found\": what the rules after it decide when the Topology Service
+does not know the key (the same object, nested).
 BODY is the exact JSON the router POSTs to /v1/classify; a null address is
 the legacy cell. No matching rule: rule null, proxy to the legacy cell.
 
@@ -65,6 +68,26 @@ pub fn run(mut args: Args) -> Outcome<i32> {
 
     let loaded = rules::load_arg(&RulesDir::new(rules_dir), &ruleset)?;
     let request = spec.build().map_err(Failure::data)?;
-    out::line(View::decide(&loaded.ruleset, &request).to_json());
+    out::line(&explain_from(&loaded.ruleset, &request, 0));
     Ok(0)
+}
+
+/// The decision of the rules from position `first` on, and for a
+/// `notFound: next-rule` rule, what the rules after it would decide if the
+/// Topology Service did not know its key, as `"on_not_found"`.
+fn explain_from(
+    ruleset: &router_core::Ruleset,
+    request: &router_core::RequestParts,
+    first: usize,
+) -> String {
+    let decision = ruleset.decide_from(request, first);
+    let mut line = View::from(decision.clone()).to_json().to_string();
+    if let Some(next) = decision.next_on_not_found {
+        line.pop();
+        line.push_str(&format!(
+            r#","on_not_found":{}}}"#,
+            explain_from(ruleset, request, next)
+        ));
+    }
+    line
 }

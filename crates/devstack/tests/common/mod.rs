@@ -110,7 +110,21 @@ impl Proc {
 }
 
 impl Drop for Proc {
+    /// SIGTERM first, so the process cleans up after itself (e.g. the Git
+    /// repositories of `up`), then SIGKILL if it is still there after 2 s.
     fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            while std::time::Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -1,0 +1,318 @@
+//! Select and resolve together. A classify rule with `notFound: next-rule`
+//! hands a request whose key the Topology Service does not know on to the
+//! rules after it (SPEC §9): an anonymous path claim on no cell goes on to
+//! the session and token rules, then the legacy cell. The not-found answer
+//! is cached like any 404, so a key costs at most one extra service call
+//! per negative TTL.
+
+use crate::resolve::{Platform, Resolution, Resolver, SharedCache, TopologyTransport};
+use crate::ruleset::{Action, Decision, Ruleset};
+use crate::topology::Classification;
+use crate::RequestParts;
+
+/// How a request was routed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routed<'r> {
+    /// The decision that routes the request.
+    pub decision: Decision<'r>,
+    /// Its resolution, for a classify decision (`None`: no Topology Service
+    /// is configured).
+    pub resolution: Option<Resolution>,
+    /// The `notFound: next-rule` rules that handed the request on, in
+    /// order, with the not-found resolution each got.
+    pub fell_through: Vec<(&'r str, Resolution)>,
+}
+
+impl Routed<'_> {
+    /// Service attempts made for this request, by every rule.
+    pub fn attempts(&self) -> u32 {
+        self.all_resolutions().map(|r| r.attempts).sum()
+    }
+
+    /// Time spent on the service for this request, when it was called.
+    pub fn service_ms(&self) -> Option<u64> {
+        self.all_resolutions()
+            .filter_map(|r| r.service_ms)
+            .reduce(|a, b| a + b)
+    }
+
+    /// Whether any step waited on another request's service call.
+    pub fn coalesced(&self) -> bool {
+        self.all_resolutions().any(|r| r.coalesced)
+    }
+
+    fn all_resolutions(&self) -> impl Iterator<Item = &Resolution> {
+        self.fell_through
+            .iter()
+            .map(|(_, r)| r)
+            .chain(&self.resolution)
+    }
+}
+
+/// Where evaluation resumes when `decision` got `res`: after the rule, if
+/// it hands not-found keys on and the key was not found.
+fn resumes_at(decision: &Decision, res: &Resolution) -> Option<usize> {
+    let next = decision.next_on_not_found?;
+    (res.classification == Some(Classification::NotFound)).then_some(next)
+}
+
+/// Routes `request` from the memory cache alone, without awaiting: `None`
+/// when a classify step needs the Cache API or the service (or no service
+/// is configured), and for rejections; the caller then uses [`route`].
+pub fn route_from_memory<'r, T, C, P>(
+    ruleset: &'r Ruleset,
+    resolver: Option<&Resolver<T, C, P>>,
+    request: &RequestParts,
+) -> Option<Routed<'r>>
+where
+    T: TopologyTransport,
+    C: SharedCache,
+    P: Platform,
+{
+    let mut first = 0;
+    let mut fell_through = Vec::new();
+    loop {
+        let decision = ruleset.decide_from(request, first);
+        let res = match &decision.action {
+            Action::Proxy { .. } => None,
+            Action::Reject { .. } => return None,
+            Action::Classify(question) => Some(resolver?.resolve_from_memory(question)?),
+        };
+        match res {
+            Some(res) if resumes_at(&decision, &res).is_some() => {
+                first = resumes_at(&decision, &res)?;
+                fell_through.push((decision.rule_id?, res));
+            }
+            resolution => {
+                return Some(Routed {
+                    decision,
+                    resolution,
+                    fell_through,
+                })
+            }
+        }
+    }
+}
+
+/// Routes `request`: every classify step through the memory cache, the
+/// Cache API and the service ([`Resolver::resolve`]).
+pub async fn route<'r, T, C, P>(
+    ruleset: &'r Ruleset,
+    resolver: Option<&Resolver<T, C, P>>,
+    request: &RequestParts,
+) -> Routed<'r>
+where
+    T: TopologyTransport,
+    C: SharedCache,
+    P: Platform,
+{
+    let mut first = 0;
+    let mut fell_through = Vec::new();
+    loop {
+        let decision = ruleset.decide_from(request, first);
+        let res = match (&decision.action, resolver) {
+            (Action::Classify(question), Some(resolver)) => Some(resolver.resolve(question).await),
+            _ => None,
+        };
+        match (res, decision.rule_id) {
+            (Some(res), Some(rule)) if resumes_at(&decision, &res).is_some() => {
+                first = resumes_at(&decision, &res).unwrap_or(usize::MAX);
+                fell_through.push((rule, res));
+            }
+            (resolution, _) => {
+                return Routed {
+                    decision,
+                    resolution,
+                    fell_through,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::resolve::{CacheLevel, CachedAnswer, ClientPolicy, RawAnswer, TransportError};
+    use crate::topology::CachePolicy;
+
+    /// A Topology Service that knows some bodies and counts every call.
+    #[derive(Default)]
+    struct Service {
+        known: HashMap<String, String>,
+        calls: Cell<u32>,
+    }
+
+    impl TopologyTransport for &Service {
+        async fn classify(&self, body: &str, _: u32) -> Result<RawAnswer, TransportError> {
+            self.calls.set(self.calls.get() + 1);
+            Ok(match self.known.get(body) {
+                Some(address) => RawAnswer {
+                    status: 200,
+                    body: format!(r#"{{"action":"PROXY","proxy":{{"address":"{address}"}}}}"#),
+                    cache_control: Some("max-age=60".into()),
+                    cache_tag: None,
+                },
+                None => RawAnswer {
+                    status: 404,
+                    body: r#"{"code":5}"#.into(),
+                    cache_control: Some("max-age=10".into()),
+                    cache_tag: None,
+                },
+            })
+        }
+    }
+
+    struct NoSharedCache;
+    impl SharedCache for NoSharedCache {
+        async fn get(&self, _: &str) -> Option<CachedAnswer> {
+            None
+        }
+        fn put(&self, _: &str, _: &CachedAnswer, _: u32) {}
+    }
+
+    struct Clock(RefCell<u64>);
+    impl Platform for &Clock {
+        fn now_ms(&self) -> u64 {
+            *self.0.borrow()
+        }
+        fn random(&self) -> f64 {
+            0.5
+        }
+        async fn sleep(&self, ms: u32) {
+            *self.0.borrow_mut() += u64::from(ms);
+        }
+    }
+
+    const RULES: &str = r#"[
+      {"id": "path", "match": {"type": "path", "regexValue": "^/(?<top>[a-z0-9-]+)(?:/|$)"},
+       "action": "classify", "classify": {"type": "ROUTE", "value": "${top}", "notFound": "next-rule"}},
+      {"id": "session", "match": {"type": "cookie", "name": "s", "regexValue": "^(?<p>cell-[0-9]+)$"},
+       "action": "classify", "classify": {"type": "SESSION_PREFIX", "value": "${p}"}},
+      {"id": "legacy", "action": "proxy"}
+    ]"#;
+
+    fn request(path: &str, session: Option<&str>) -> RequestParts {
+        let mut parts =
+            RequestParts::from_url("GET", &format!("https://gitlab.com{path}")).unwrap();
+        if let Some(s) = session {
+            parts.add_header("cookie", &format!("s={s}"));
+        }
+        parts
+    }
+
+    fn address(routed: &Routed) -> Option<String> {
+        match &routed.resolution.as_ref()?.classification {
+            Some(Classification::Cell(cell)) => Some(cell.address.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_unknown_path_claim_hands_on_once_per_negative_ttl() {
+        let rules = Ruleset::from_json("t", RULES).unwrap();
+        let mut service = Service::default();
+        service.known.insert(
+            r#"{"claims":[{"route":"cell2-group"}]}"#.into(),
+            "c2".into(),
+        );
+        service.known.insert(
+            r#"{"type":"SESSION_PREFIX","value":"cell-3"}"#.into(),
+            "c3".into(),
+        );
+        let clock = Clock(RefCell::new(1_000));
+        let resolver = Resolver::new(
+            &service,
+            NoSharedCache,
+            &clock,
+            CachePolicy::default(),
+            ClientPolicy::default(),
+        );
+        let run = |path, session| {
+            futures_executor::block_on(route(&rules, Some(&resolver), &request(path, session)))
+        };
+
+        let known = run("/cell2-group/app", Some("cell-3"));
+        assert_eq!(known.decision.rule_id, Some("path"));
+        assert_eq!(address(&known).as_deref(), Some("c2"));
+        assert!(known.fell_through.is_empty());
+        assert_eq!(service.calls.get(), 1);
+
+        let unknown = run("/nobody/app", Some("cell-3"));
+        assert_eq!(unknown.decision.rule_id, Some("session"));
+        assert_eq!(address(&unknown).as_deref(), Some("c3"));
+        assert_eq!(
+            unknown
+                .fell_through
+                .iter()
+                .map(|(r, _)| *r)
+                .collect::<Vec<_>>(),
+            ["path"]
+        );
+        assert_eq!(unknown.attempts(), 2);
+        assert_eq!(service.calls.get(), 3);
+
+        // Both answers are cached now: the memory path routes alike, with
+        // no call.
+        let again = route_from_memory(
+            &rules,
+            Some(&resolver),
+            &request("/nobody/app", Some("cell-3")),
+        )
+        .expect("all from memory");
+        assert_eq!(again.decision.rule_id, Some("session"));
+        assert_eq!(again.fell_through[0].1.level, CacheLevel::Memory);
+        assert_eq!(address(&again).as_deref(), Some("c3"));
+        assert_eq!(again.attempts(), 0);
+        assert_eq!(service.calls.get(), 3);
+
+        // Without a session: the legacy cell, after one (cached) not-found.
+        let anonymous = run("/nobody/app", None);
+        assert_eq!(anonymous.decision.rule_id, Some("legacy"));
+        assert_eq!(anonymous.resolution, None);
+        assert_eq!(anonymous.fell_through.len(), 1);
+        assert_eq!(service.calls.get(), 3);
+
+        // The negative entry expires (devstack-like max-age=10): one more
+        // call, not one per request.
+        *clock.0.borrow_mut() += 11_000;
+        run("/nobody/app", None);
+        run("/nobody/app", None);
+        assert_eq!(service.calls.get(), 4);
+    }
+
+    #[test]
+    fn a_rule_without_next_rule_keeps_not_found_at_the_legacy_cell() {
+        let rules =
+            Ruleset::from_json("t", &RULES.replace(r#", "notFound": "next-rule""#, "")).unwrap();
+        let service = Service::default();
+        let clock = Clock(RefCell::new(0));
+        let resolver = Resolver::new(
+            &service,
+            NoSharedCache,
+            &clock,
+            CachePolicy::default(),
+            ClientPolicy::default(),
+        );
+        let routed = futures_executor::block_on(route(
+            &rules,
+            Some(&resolver),
+            &request("/nobody", Some("cell-3")),
+        ));
+        assert_eq!(routed.decision.rule_id, Some("path"));
+        assert_eq!(
+            routed.resolution.unwrap().classification,
+            Some(Classification::NotFound)
+        );
+        assert_eq!(service.calls.get(), 1);
+    }
+
+    #[test]
+    fn a_not_found_policy_is_checked_when_compiled() {
+        let err = Ruleset::from_json("t", &RULES.replace("next-rule", "next")).unwrap_err();
+        assert!(err.to_string().contains("classify.notFound"), "{err}");
+    }
+}
