@@ -32,13 +32,16 @@ cat "$stack_out"
 token=$(cargo run -q --bin rulesctl -- token --cell 2 2>/dev/null || true)
 cat <<MSG
 
-Local stack is up. The router will listen on http://127.0.0.1:8787 (ruleset: see [env.dev.vars] in wrangler.toml).
+Local stack is up. The router will listen on http://127.0.0.1:8787 (ruleset cells: [env.dev.vars] in wrangler.toml).
 Try:
-  curl -s http://127.0.0.1:8787/explore                      # no session: legacy cell 1
+  curl -s http://127.0.0.1:8787/cell2-group/app              # anonymous, by path: cell 2 owns cell2-group
+  curl -s http://127.0.0.1:8787/api/v4/projects/300          # API by project id: cell 3
+  curl -s http://127.0.0.1:8787/explore                      # reserved path: legacy cell 1, no service call
   curl -s -H 'Cookie: _gitlab_session=cell-2-0123456789abcdef0123456789abcdef' http://127.0.0.1:8787/dashboard   # cell 2
+  git clone http://127.0.0.1:8787/cell2-group/demo.git /tmp/demo   # a real Git repository on cell 2, through the router
   curl -s -X POST -d '{"type":"SESSION_PREFIX","value":"cell-3"}' http://127.0.0.1:9096/v1/classify      # ask the Topology Service
   curl -s http://127.0.0.1:9096/_stats                         # classify calls it received
-${token:+  curl -s -H 'PRIVATE-TOKEN: $token' http://127.0.0.1:8787/api/v4/user   # routable token for cell 2 (session_token ruleset)}
+${token:+  curl -s -H 'PRIVATE-TOKEN: $token' http://127.0.0.1:8787/api/v4/user   # routable token for cell 2}
 Each cell answers with a JSON echo of what it received (cell id, path, headers).
 Ctrl-C stops everything.
 

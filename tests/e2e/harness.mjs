@@ -4,7 +4,7 @@
 // stopped by PID in stop().
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { mkdtempSync, writeFileSync, existsSync } from "node:fs";
+import { mkdtempSync, writeFileSync, existsSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -36,6 +36,58 @@ export function startReady(args, label) {
     });
     child.once("exit", (code) => reject(new Error(`${label} exited ${code}: ${stderr}`)));
   });
+}
+
+/**
+ * Starts `devstack up` with the shipped demo topology (devstack/topology.toml:
+ * its routes, organizations, project, namespace, user and snippet ids, and
+ * cell 2's Git repository) on free ports, and the router in front of it.
+ * Resolves like startStack.
+ */
+export async function startDemoStack({ ruleset = "cells", vars = {}, topology = (toml) => toml } = {}) {
+  const shipped = readFileSync(join(ROOT, "devstack", "topology.toml"), "utf8")
+    .replace(/^address = .*$/gm, "")
+    .replace(/^(listen|admin_listen) = .*$/gm, '$1 = "127.0.0.1:0"');
+  const dir = mkdtempSync(join(tmpdir(), "router-demo-"));
+  const cfg = join(dir, "topology.toml");
+  writeFileSync(cfg, topology(shipped));
+  const logs = [];
+  const stack = { children: [], logs, cells: {} };
+  try {
+    const child = spawn(DEVSTACK, ["up", "--config", cfg], { stdio: ["ignore", "pipe", "pipe"] });
+    stack.children.push(child);
+    let stderr = "";
+    child.stderr.on("data", (d) => (stderr = (stderr + d).slice(-4000)));
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`devstack up not ready: ${stderr}`)), 15000);
+      child.once("exit", (code) => reject(new Error(`devstack up exited ${code}: ${stderr}`)));
+      createInterface({ input: child.stdout }).on("line", (line) => {
+        const ready = JSON.parse(line);
+        if (ready.ready === "cell") stack.cells[ready.id] = { id: Number(ready.id), addr: ready.addr, url: `http://${ready.addr}` };
+        if (ready.ready === "topology") {
+          clearTimeout(timer);
+          stack.topology = { addr: ready.addr, admin: `http://${ready.admin}` };
+          resolve();
+        }
+      });
+    });
+    stack.vars = {
+      GITLAB_RULES_CONFIG: ruleset,
+      GITLAB_TOPOLOGY_SERVICE_URL: `http://${stack.topology.addr}`,
+      GITLAB_PROXY_HOST: stack.cells[1].addr,
+      GITLAB_UPSTREAM_SCHEME: "http",
+      GITLAB_ALLOWED_UPSTREAMS: Object.values(stack.cells).map((c) => c.addr).join(","),
+      GITLAB_TOPOLOGY_TIMEOUT_MS: "500",
+      ...vars,
+    };
+    stack.mf = await startRouter(stack.vars, logs);
+    stack.url = (await stack.mf.unsafeGetDirectURL("router")).toString().replace(/\/$/, "");
+  } catch (e) {
+    await stopStack(stack);
+    throw e;
+  }
+  stack.stop = () => stopStack(stack);
+  return stack;
 }
 
 /** A Topology Service config for the given cells, in devstack's format. */

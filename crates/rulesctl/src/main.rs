@@ -10,6 +10,7 @@ mod diff;
 mod explain;
 mod out;
 mod request;
+mod routes_check;
 mod rules;
 mod signature;
 mod token;
@@ -25,6 +26,7 @@ usage:
   rulesctl explain --ruleset NAME_OR_FILE --url URL [--method METHOD]
                    [--header 'Name: value']... [--cookie 'name=value']...
   rulesctl diff OLD NEW --requests FILE [--json]
+  rulesctl routes-check FILE [--ruleset NAME_OR_FILE]
   rulesctl token --cell ID [--prefix glpat-] [--field k=v]... [--seed N]
   rulesctl token --decode TOKEN
   rulesctl signature keygen | public-key --key-file F | verify ... TOKEN
@@ -43,6 +45,7 @@ fn help_for(command: &str) -> Option<&'static str> {
         "diff" => diff::HELP,
         "token" => token::HELP,
         "signature" => signature::HELP,
+        "routes-check" => routes_check::HELP,
         _ => return None,
     })
 }
@@ -109,8 +112,9 @@ fn run(mut argv: Vec<String>) -> cli::Outcome<i32> {
         "diff" => diff::run(Args::new(argv)),
         "token" => token::run(Args::new(argv)),
         "signature" => signature::run(Args::new(argv)),
+        "routes-check" => routes_check::run(Args::new(argv)),
         other => Err(Failure::usage(format!(
-            "unknown command {other:?} (commands: validate, explain, diff, token, signature, help)"
+            "unknown command {other:?} (commands: validate, explain, diff, routes-check, token, signature, help)"
         ))),
     }
 }

@@ -902,3 +902,107 @@ fn rules_dir_option_and_environment() {
     assert_eq!(run.stdout, "ok ../../rules/only_here.json (1 rules)\n");
     rulesctl(&["validate", "--rules-dir", "/nonexistent/rules"]).assert_fails(1, "does not exist");
 }
+
+// ---------------------------------------------------------------------------
+// path routing: explain's not-found chain, routes-check
+
+#[test]
+fn explain_shows_what_follows_a_path_claim_not_found() {
+    let cookie = format!("_gitlab_session=cell-3-{SESSION}");
+    let run = rulesctl(&[
+        "explain",
+        "--ruleset",
+        "cells",
+        "--url",
+        "https://gitlab.com/Cell2-Group/app/-/issues",
+        "--cookie",
+        &cookie,
+    ]);
+    let v = run.json();
+    assert_eq!(v["rule"], "path_namespace");
+    assert_eq!(v["classify"], json!({"claims": [{"route": "cell2-group"}]}));
+    assert_eq!(v["not_found"], "next-rule");
+    assert_eq!(v["on_not_found"]["rule"], "session_cookie");
+    assert_eq!(
+        v["on_not_found"]["classify"],
+        json!({"type": "SESSION_PREFIX", "value": "cell-3"})
+    );
+    assert!(v["on_not_found"].get("on_not_found").is_none());
+
+    let anonymous = rulesctl(&[
+        "explain",
+        "--ruleset",
+        "cells",
+        "--url",
+        "https://gitlab.com/users/sign_in",
+    ])
+    .json();
+    assert_eq!(anonymous["rule"], "legacy");
+    assert!(anonymous.get("on_not_found").is_none());
+}
+
+#[test]
+fn routes_check_passes_the_shipped_snapshot_and_fails_a_claimed_reserved_route() {
+    let run = rulesctl(&["routes-check", "tests/rules/gitlab_routes.json", "--quiet"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains(", 0 failed"), "{}", run.stdout);
+
+    let t = Temp::new();
+    let snapshot = t.write(
+        "routes.json",
+        &json!([
+            {"verb": "GET", "path": "/:namespace_id", "example": "/admin"},
+            {"verb": "GET", "path": "/users/sign_in", "example": "/users/sign_in"},
+            {"verb": "GET", "path": "/:namespace_id/:project_id", "example": "/Acme/app", "dottedExample": "/john.doe/x"}
+        ])
+        .to_string(),
+    );
+    // A ruleset that claims every first segment, reserved or not.
+    t.rule(
+        "greedy",
+        &json!([
+            {"id": "any", "match": {"type": "path", "regexValue": "^/(?<top>[^/]+)"},
+             "action": "classify", "classify": {"type": "ROUTE", "value": "${top}"}},
+            {"id": "legacy", "action": "proxy"}
+        ]),
+    );
+    let run = t.run(&["routes-check", &snapshot, "--ruleset", "greedy"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stdout.contains("FAIL GET /admin"), "{}", run.stdout);
+    assert!(run.stdout.contains("is a reserved word"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("FAIL GET /users/sign_in"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(r#"FAIL GET /Acme/app -> [any] {"claims":[{"route":"Acme"}]}: claimed "Acme", expected "acme""#),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("3 routes, 4 requests: 1 as expected, 3 failed"),
+        "{}",
+        run.stdout
+    );
+
+    // The shipped cells ruleset gets the same snapshot right.
+    let run = t.run(&[
+        "routes-check",
+        &snapshot,
+        "--ruleset",
+        &format!("{}/rules/cells.json", repo().display()),
+    ]);
+    assert!(
+        run.stdout.contains("FAIL GET /admin -> [legacy]"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("3 routes, 4 requests: 3 as expected, 1 failed"),
+        "{}",
+        run.stdout
+    );
+}
