@@ -5,7 +5,7 @@
 // owns cell3-group, cell3-org, project 300, namespace 30.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -115,33 +115,47 @@ describe("path routing with the cells ruleset", () => {
   test("git clone, push and ls-remote through the router", async () => {
     const home = mkdtempSync(join(tmpdir(), "router-git-"));
     const env = { ...process.env, HOME: home, GIT_CONFIG_NOSYSTEM: "1", GIT_TERMINAL_PROMPT: "0" };
-    const git = (args, cwd = home) => spawnSync("git", ["-c", "user.name=Router Test", "-c", "user.email=router@example.com", ...args], { cwd, env, encoding: "utf8", timeout: 60000 });
+    // Asynchronous, so the router's log lines keep arriving while git runs.
+    const git = (args, cwd = home) =>
+      new Promise((resolve) => {
+        const child = spawn("git", ["-c", "user.name=Router Test", "-c", "user.email=router@example.com", ...args], { cwd, env });
+        let stderr = "";
+        child.stderr.on("data", (d) => (stderr += d));
+        const timer = setTimeout(() => child.kill("SIGKILL"), 60000);
+        child.on("close", (status) => {
+          clearTimeout(timer);
+          resolve({ status, stderr });
+        });
+      });
     const from = stack.logs.length;
 
-    const clone = git(["clone", `${stack.url}/cell2-group/demo.git`, "demo"]);
+    const clone = (await git(["clone", `${stack.url}/cell2-group/demo.git`, "demo"]));
     assert.equal(clone.status, 0, clone.stderr);
     assert.match(readFileSync(join(home, "demo", "README.md"), "utf8"), /./);
 
     writeFileSync(join(home, "demo", "pushed.txt"), "through the router\n");
-    assert.equal(git(["add", "pushed.txt"], join(home, "demo")).status, 0);
-    assert.equal(git(["commit", "-m", "push through the router"], join(home, "demo")).status, 0);
-    const push = git(["push", "origin", "HEAD:main"], join(home, "demo"));
+    assert.equal((await git(["add", "pushed.txt"], join(home, "demo"))).status, 0);
+    assert.equal((await git(["commit", "-m", "push through the router"], join(home, "demo"))).status, 0);
+    const push = (await git(["push", "origin", "HEAD:main"], join(home, "demo")));
     assert.equal(push.status, 0, push.stderr);
 
-    const second = git(["clone", `${stack.url}/cell2-group/demo.git`, "again"]);
+    const second = (await git(["clone", `${stack.url}/cell2-group/demo.git`, "again"]));
     assert.equal(second.status, 0, second.stderr);
     assert.equal(readFileSync(join(home, "again", "pushed.txt"), "utf8"), "through the router\n");
 
+    await new Promise((r) => setTimeout(r, 100));
     const gitLines = requestLogs(stack, from).filter((l) => l.path.startsWith("/cell2-group/demo.git/"));
-    assert.ok(gitLines.some((l) => l.path.endsWith("/git-receive-pack")), "the push went through the router");
+    assert.ok(gitLines.some((l) => l.path.endsWith("/git-receive-pack")), `the push went through the router: ${JSON.stringify(requestLogs(stack, from).map((l) => [l.method, l.path, l.status]))}`);
     for (const l of gitLines) {
       assert.equal(l.rule, "path_namespace");
       assert.equal(l.upstream, stack.cells[2].addr);
     }
 
+    await new Promise((r) => setTimeout(r, 100));
     const fromUnknown = stack.logs.length;
-    const unknown = git(["ls-remote", `${stack.url}/unknown-group/nothing.git`]);
+    const unknown = (await git(["ls-remote", `${stack.url}/unknown-group/nothing.git`]));
     assert.notEqual(unknown.status, 0, "no such repository");
+    await new Promise((r) => setTimeout(r, 100));
     const lines = requestLogs(stack, fromUnknown);
     assert.ok(lines.length >= 1);
     for (const l of lines) {

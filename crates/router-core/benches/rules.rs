@@ -23,6 +23,19 @@ use router_core::token::encode_routable_token;
 use router_core::{Action, RequestParts, Ruleset};
 
 const RULES: &str = include_str!("../../../rules/session_token.json");
+const CELLS_RULES: &str = include_str!("../../../rules/cells.json");
+
+/// The `cells` ruleset's mix (path routing first): (kind, weight, rule).
+const CELLS_KINDS: &[(&str, u32, &str)] = &[
+    ("anonymous_project_page", 25, "path_namespace"),
+    ("anonymous_api_project_id", 10, "api_project_id"),
+    ("anonymous_api_project_path", 5, "api_project_path"),
+    ("git_clone_basic_token", 5, "path_namespace"),
+    ("session_dashboard", 25, "session_cookie"),
+    ("token_api_user", 15, "private_token"),
+    ("runner_job_request", 5, "runner_token"),
+    ("sign_in_page", 10, "legacy"),
+];
 
 /// (kind, weight in the mix, rule expected to decide).
 const KINDS: &[(&str, u32, &str)] = &[
@@ -130,6 +143,57 @@ fn request(rng: &mut Rng, kind: &str) -> RequestParts {
     r
 }
 
+/// One request of a `cells` mix kind.
+fn cells_request(rng: &mut Rng, kind: &str) -> RequestParts {
+    let cell = 2 + rng.below(8);
+    let (group, project) = (rng.below(100), rng.below(1000));
+    let (method, path) = match kind {
+        "anonymous_project_page" => (
+            "GET",
+            format!("/group-{group}/project-{project}/-/tree/main"),
+        ),
+        "anonymous_api_project_id" => (
+            "GET",
+            format!("/api/v4/projects/{}/issues", rng.below(100_000)),
+        ),
+        "anonymous_api_project_path" => (
+            "GET",
+            format!("/api/v4/projects/group-{group}%2Fproject-{project}"),
+        ),
+        "git_clone_basic_token" => (
+            "GET",
+            format!("/group-{group}/project-{project}.git/info/refs?service=git-upload-pack"),
+        ),
+        "session_dashboard" => ("GET", "/dashboard/merge_requests?scope=all".to_string()),
+        "token_api_user" => ("GET", "/api/v4/user".to_string()),
+        "runner_job_request" => ("POST", "/api/v4/jobs/request".to_string()),
+        "sign_in_page" => ("GET", "/users/sign_in".to_string()),
+        other => panic!("unknown kind {other}"),
+    };
+    let mut r = RequestParts::from_url(method, &format!("https://gitlab.com{path}")).expect("URL");
+    r.add_header("User-Agent", "git/2.47.3");
+    match kind {
+        "git_clone_basic_token" => {
+            let creds = format!("oauth2:{}", token(rng, "glpat-", cell));
+            r.add_header(
+                "Authorization",
+                &format!("Basic {}", STANDARD.encode(creds.as_bytes())),
+            );
+        }
+        "session_dashboard" => r.add_header(
+            "Cookie",
+            &format!(
+                "preferred_language=en; _gitlab_session=cell-{cell}-{}",
+                rng.hex32()
+            ),
+        ),
+        "token_api_user" => r.add_header("PRIVATE-TOKEN", &token(rng, "glpat-", cell)),
+        "runner_job_request" => r.add_header("RUNNER-TOKEN", &token(rng, "glrt-", cell)),
+        _ => {}
+    }
+    r
+}
+
 /// Drops the headers the edge would not copy.
 fn keep(rules: &Ruleset, mut r: RequestParts) -> RequestParts {
     if let HeaderInterest::Names(names) = rules.header_interest() {
@@ -172,6 +236,23 @@ fn mix(rules: &Ruleset) -> Vec<RequestParts> {
     out
 }
 
+/// The `cells` mix: 1000 requests in [`CELLS_KINDS`]' proportions.
+fn cells_mix(rules: &Ruleset) -> Vec<RequestParts> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let total: u32 = CELLS_KINDS.iter().map(|k| k.1).sum();
+    let mut out = Vec::new();
+    for (kind, weight, rule) in CELLS_KINDS {
+        for _ in 0..(1000 * weight / total) {
+            out.push(checked(rules, cells_request(&mut rng, kind), kind, rule));
+        }
+    }
+    for i in (1..out.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        out.swap(i, j);
+    }
+    out
+}
+
 fn cycle<'a>(requests: &'a [RequestParts], at: &Cell<usize>) -> &'a RequestParts {
     let i = at.get();
     at.set(if i + 1 == requests.len() { 0 } else { i + 1 });
@@ -185,6 +266,20 @@ fn cycle<'a>(requests: &'a [RequestParts], at: &Cell<usize>) -> &'a RequestParts
 fn mix_decide(bencher: Bencher) {
     let rules = ruleset();
     let requests = mix(&rules);
+    assert_eq!(requests.len(), MIX_LEN);
+    bencher.bench_local(|| {
+        for r in &requests {
+            black_box(rules.decide(black_box(r)));
+        }
+    });
+}
+
+/// The `cells` ruleset (path routing first) over its own mix: ns per
+/// request = time / 1000, as for `mix_decide`.
+#[divan::bench(counter = divan::counter::ItemsCount::new(MIX_LEN))]
+fn cells_mix_decide(bencher: Bencher) {
+    let rules = Ruleset::from_json("cells", CELLS_RULES).expect("rules/cells.json compiles");
+    let requests = cells_mix(&rules);
     assert_eq!(requests.len(), MIX_LEN);
     bencher.bench_local(|| {
         for r in &requests {
