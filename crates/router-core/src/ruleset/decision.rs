@@ -1,0 +1,83 @@
+//! What the select phase decides for one request, and how `rulesctl
+//! explain` and the route tables print it.
+
+use serde_json::Value;
+
+use crate::classify::ClassifyRequest;
+
+/// What a rule decided for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision<'r> {
+    /// The matching rule's id; `None` when no rule matched.
+    pub rule_id: Option<&'r str>,
+    pub action: Action<'r>,
+    /// For a classify rule with `notFound: next-rule`: the position of the
+    /// rule after it, where [`Ruleset::decide_from`] resumes when the
+    /// Topology Service does not know the key.
+    pub next_on_not_found: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action<'r> {
+    /// Proxy to a fixed address; `None` is the legacy cell.
+    Proxy { address: Option<&'r str> },
+    /// Ask the Topology Service.
+    Classify(ClassifyRequest),
+    /// Answer with this client error; nothing is forwarded.
+    Reject { status: u16, message: &'r str },
+}
+
+impl Decision<'_> {
+    /// The decision as `rulesctl explain` prints it and route tables
+    /// state it: `{"rule", "action", "classify": <classify body> | null,
+    /// "proxy": {"address": <host> | null} | null}`, plus `"reject":
+    /// {"status", "message"}` for a rejection.
+    pub fn explain(&self) -> Value {
+        serde_json::from_str(&self.explain_json()).unwrap_or(Value::Null)
+    }
+
+    /// [`Decision::explain`] as text: keys in that order and the classify
+    /// body embedded byte for byte as it is POSTed.
+    pub fn explain_json(&self) -> String {
+        let text = |s: &str| Value::String(s.to_string()).to_string();
+        let text_or_null = |s: Option<&str>| s.map_or_else(|| "null".to_string(), text);
+        let null = || "null".to_string();
+        let (classify, proxy, reject) = match &self.action {
+            Action::Classify(c) => (c.body(), null(), String::new()),
+            Action::Proxy { address } => (
+                null(),
+                format!(r#"{{"address":{}}}"#, text_or_null(*address)),
+                String::new(),
+            ),
+            Action::Reject { status, message } => (
+                null(),
+                null(),
+                format!(
+                    r#","reject":{{"status":{status},"message":{}}}"#,
+                    text(message)
+                ),
+            ),
+        };
+        let not_found = if self.next_on_not_found.is_some() {
+            r#","not_found":"next-rule""#
+        } else {
+            ""
+        };
+        format!(
+            r#"{{"rule":{},"action":"{}","classify":{classify},"proxy":{proxy}{reject}{not_found}}}"#,
+            text_or_null(self.rule_id),
+            self.action.name()
+        )
+    }
+}
+
+impl Action<'_> {
+    /// `classify` or `proxy`, as `X-Gitlab-Http-Router-Rule-Action` says.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Proxy { .. } => "proxy",
+            Action::Classify(_) => "classify",
+            Action::Reject { .. } => "reject",
+        }
+    }
+}

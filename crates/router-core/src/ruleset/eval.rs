@@ -1,0 +1,206 @@
+//! Evaluation: a compiled rule against one request's parts.
+
+use std::borrow::Cow;
+
+use regex::Regex;
+
+use super::model::*;
+use super::Action;
+use crate::classify::ClassifyRequest;
+use crate::request::RequestParts;
+use crate::template::{Scope, Segment};
+use crate::transform::Output;
+
+/// Per-request scratch space for one rule's captures and transform outputs.
+#[derive(Default)]
+pub(super) struct Eval<'r, 'q> {
+    pub(super) captures: Vec<(&'r str, Cow<'q, str>)>,
+    pub(super) outputs: Vec<Option<Output>>,
+}
+
+impl Eval<'_, '_> {
+    pub(super) fn clear(&mut self) {
+        self.captures.clear();
+        self.outputs.clear();
+    }
+}
+
+impl Scope for Eval<'_, '_> {
+    fn capture(&self, name: &str) -> Option<&str> {
+        self.captures
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_ref())
+    }
+
+    fn output(&self, output: usize, key: Option<&str>) -> Option<Cow<'_, str>> {
+        self.outputs.get(output)?.as_ref()?.get(key)
+    }
+}
+
+/// Matches `value` against `re`, recording named captures. Returns whether
+/// it matched.
+pub(super) fn match_value<'r, 'q>(
+    re: &'r Regex,
+    value: Cow<'q, str>,
+    captures: &mut Vec<(&'r str, Cow<'q, str>)>,
+) -> bool {
+    if re.captures_len() == 1 {
+        return re.is_match(&value);
+    }
+    let Some(caps) = re.captures(&value) else {
+        return false;
+    };
+    for (i, name) in re.capture_names().enumerate() {
+        let (Some(name), Some(m)) = (name, caps.get(i)) else {
+            continue;
+        };
+        let captured = match &value {
+            Cow::Borrowed(v) => Cow::Borrowed(&v[m.range()]),
+            Cow::Owned(v) => Cow::Owned(v[m.range()].to_string()),
+        };
+        captures.push((name, captured));
+    }
+    true
+}
+
+impl Matcher {
+    pub(super) fn capture_names(&self) -> Vec<String> {
+        let regexes: Vec<&Regex> = match self {
+            Matcher::Path(r) | Matcher::Host(r) => vec![r],
+            Matcher::Method(MethodMatch::Regex(r)) => vec![r],
+            Matcher::Method(MethodMatch::List(_)) => vec![],
+            Matcher::Header { value, .. }
+            | Matcher::Cookie { value, .. }
+            | Matcher::Query { value, .. } => value.iter().collect(),
+        };
+        regexes
+            .into_iter()
+            .flat_map(|r| r.capture_names().flatten().map(str::to_string))
+            .collect()
+    }
+
+    pub(super) fn matches<'r, 'q>(
+        &'r self,
+        req: &'q RequestParts,
+        captures: &mut Vec<(&'r str, Cow<'q, str>)>,
+    ) -> bool {
+        let optional =
+            |re: &'r Option<Regex>, v: Cow<'q, str>, caps: &mut Vec<(&'r str, Cow<'q, str>)>| {
+                re.as_ref().is_none_or(|re| match_value(re, v, caps))
+            };
+        match self {
+            Matcher::Path(re) => match_value(re, Cow::Borrowed(&req.path), captures),
+            Matcher::Host(re) => match_value(re, Cow::Borrowed(&req.host), captures),
+            Matcher::Method(MethodMatch::List(list)) => list.contains(&req.method),
+            Matcher::Method(MethodMatch::Regex(re)) => {
+                match_value(re, Cow::Borrowed(&req.method), captures)
+            }
+            Matcher::Header { name, value } => {
+                // Header names are case-insensitive; the edge lower-cases them.
+                let found = match name {
+                    NameMatch::Exact(n) => req.header(n),
+                    NameMatch::Regex(_) => req
+                        .headers
+                        .iter()
+                        .find(|(n, _)| name.accepts(n))
+                        .map(|(_, v)| v.as_str()),
+                };
+                found.is_some_and(|v| optional(value, Cow::Borrowed(v), captures))
+            }
+            // The first cookie (or query parameter) whose name and value both
+            // match decides; junk before it is skipped.
+            Matcher::Cookie { name, value } => req
+                .cookies()
+                .any(|(n, v)| name.accepts(n) && optional(value, Cow::Borrowed(v), captures)),
+            Matcher::Query { name, value } => req
+                .query_pairs()
+                .any(|(n, v)| name.accepts(&n) && optional(value, v, captures)),
+        }
+    }
+}
+
+impl Rule {
+    /// Whether this rule takes every request (nothing after it can match).
+    pub fn is_catch_all(&self) -> bool {
+        self.matchers.is_empty()
+            && self.exist.is_empty()
+            && self.not_reserved.is_empty()
+            && self.rollout.is_none()
+            && match &self.action {
+                RuleAction::Proxy { .. } | RuleAction::Reject { .. } => true,
+                RuleAction::Classify { value, .. } => value
+                    .as_ref()
+                    .is_none_or(|t| t.segments.iter().all(|s| matches!(s, Segment::Literal(_)))),
+            }
+    }
+
+    pub(super) fn evaluate<'r, 'q>(
+        &'r self,
+        req: &'q RequestParts,
+        eval: &mut Eval<'r, 'q>,
+    ) -> Option<Action<'r>> {
+        for matcher in &self.matchers {
+            if !matcher.matches(req, &mut eval.captures) {
+                return None;
+            }
+        }
+        for transform in &self.transforms {
+            let output = transform
+                .input
+                .render(eval)
+                .and_then(|input| transform.kind.apply(&input))
+                .and_then(|output| match (&transform.extract, output) {
+                    (None, output) => Some(output),
+                    (Some(re), Output::Text(text)) => {
+                        let caps = re.captures(&text)?;
+                        let fields = re
+                            .capture_names()
+                            .enumerate()
+                            .filter_map(|(i, name)| {
+                                Some((name?.to_string(), caps.get(i)?.as_str().to_string()))
+                            })
+                            .collect();
+                        Some(Output::Fields(fields))
+                    }
+                    (Some(_), _) => None,
+                });
+            eval.outputs.push(output);
+        }
+        if !self.exist.iter().all(|t| t.exists(eval)) {
+            return None;
+        }
+        for guarded in &self.not_reserved {
+            if crate::reserved::is_reserved_top_level_route(&guarded.render(eval)?) {
+                return None;
+            }
+        }
+        if let Some(rollout) = &self.rollout {
+            if !rollout.admits(&rollout.value.render(eval)?) {
+                return None;
+            }
+        }
+        Some(match &self.action {
+            RuleAction::Proxy { address } => Action::Proxy {
+                address: address.as_deref(),
+            },
+            RuleAction::Reject { status, message } => Action::Reject {
+                status: *status,
+                message,
+            },
+            RuleAction::Classify {
+                kind,
+                value,
+                target,
+                ..
+            } => Action::Classify(ClassifyRequest {
+                kind: *kind,
+                value: match value {
+                    Some(t) => Some(t.render(eval)?),
+                    None => None,
+                },
+                target: *target,
+            }),
+        })
+    }
+}

@@ -1,0 +1,115 @@
+//! The compiled form of a rule: regexes compiled, templates resolved.
+
+use regex::Regex;
+
+use crate::classify::{ClassifyKind, Target};
+use crate::template::Template;
+use crate::transform::TransformKind;
+
+/// One compiled rule.
+#[derive(Debug)]
+pub struct Rule {
+    pub id: String,
+    pub(super) matchers: Vec<Matcher>,
+    pub(super) transforms: Vec<Transform>,
+    pub(super) exist: Vec<Template>,
+    pub(super) not_reserved: Vec<Template>,
+    pub(super) rollout: Option<Rollout>,
+    pub(super) action: RuleAction,
+}
+
+#[derive(Debug)]
+pub(super) enum NameMatch {
+    Exact(String),
+    Regex(Regex),
+}
+
+impl NameMatch {
+    pub(super) fn accepts(&self, name: &str) -> bool {
+        match self {
+            NameMatch::Exact(n) => n == name,
+            NameMatch::Regex(re) => re.is_match(name),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) enum Matcher {
+    Path(Regex),
+    Host(Regex),
+    Method(MethodMatch),
+    Header {
+        name: NameMatch,
+        value: Option<Regex>,
+    },
+    Cookie {
+        name: NameMatch,
+        value: Option<Regex>,
+    },
+    Query {
+        name: NameMatch,
+        value: Option<Regex>,
+    },
+}
+
+#[derive(Debug)]
+pub(super) enum MethodMatch {
+    List(Vec<String>),
+    Regex(Regex),
+}
+
+#[derive(Debug)]
+pub(super) struct Transform {
+    pub(super) kind: TransformKind,
+    pub(super) input: Template,
+    pub(super) extract: Option<Regex>,
+}
+
+/// What a transform's output offers to templates, known at compile time.
+#[derive(Debug)]
+pub(super) enum OutputShape {
+    Plain(TransformKind),
+    /// Named captures of an `extract` regex.
+    Extracted(Vec<String>),
+}
+
+impl OutputShape {
+    pub(super) fn check_key(&self, key: Option<&str>) -> Result<(), String> {
+        match (self, key) {
+            (OutputShape::Plain(kind), key) => kind.check_key(key),
+            (OutputShape::Extracted(names), Some(k)) if names.iter().any(|n| n == k) => Ok(()),
+            (OutputShape::Extracted(names), _) => Err(format!(
+                "name a capture group of the extract regex ({})",
+                names.join(", ")
+            )),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Rollout {
+    pub(super) value: Template,
+    pub(super) include: Vec<Regex>,
+    pub(super) exclude: Vec<Regex>,
+    /// Hundredths of a percent (0..=10_000) of values that the rule takes.
+    pub(super) basis_points: Option<u32>,
+    pub(super) seed: String,
+}
+
+#[derive(Debug)]
+pub(super) enum RuleAction {
+    Proxy {
+        address: Option<String>,
+    },
+    Reject {
+        status: u16,
+        message: String,
+    },
+    Classify {
+        kind: ClassifyKind,
+        value: Option<Template>,
+        target: Target,
+        /// `notFound: next-rule`.
+        next_on_not_found: bool,
+    },
+}

@@ -1,0 +1,159 @@
+//! The JSON model of a ruleset, both spellings (SPEC §3), as serde reads
+//! it; `compile` turns it into the compiled form.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RulesetObjectSpec {
+    pub(super) rules: Vec<Value>,
+    #[serde(rename = "$schema", default)]
+    pub(super) _schema: Option<String>,
+    #[serde(rename = "description", default)]
+    pub(super) _description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T> OneOrMany<T> {
+    pub(super) fn into_vec(self) -> Vec<T> {
+        match self {
+            OneOrMany::One(t) => vec![t],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RuleSpec {
+    #[serde(default)]
+    pub(super) id: Option<String>,
+    /// Accepted for the people reading the ruleset; the router ignores it.
+    #[serde(rename = "description", default)]
+    pub(super) _description: Option<String>,
+    #[serde(rename = "match", default)]
+    pub(super) matchers: Option<OneOrMany<MatcherSpec>>,
+    /// Seed form: cookie name -> `{"match_regex": RE}`.
+    #[serde(default)]
+    pub(super) cookies: Option<BTreeMap<String, SeedMatchSpec>>,
+    /// Seed form: header name -> `{"match_regex": RE}`.
+    #[serde(default)]
+    pub(super) headers: Option<BTreeMap<String, SeedMatchSpec>>,
+    /// Seed form: accepted methods.
+    #[serde(default)]
+    pub(super) method: Option<OneOrMany<String>>,
+    #[serde(default)]
+    pub(super) transform: Option<OneOrMany<TransformSpec>>,
+    #[serde(default)]
+    pub(super) validate: Option<ValidateSpec>,
+    #[serde(default)]
+    pub(super) rollout: Option<RolloutSpec>,
+    pub(super) action: String,
+    #[serde(default)]
+    pub(super) classify: Option<ClassifySpec>,
+    #[serde(default)]
+    pub(super) proxy: Option<ProxySpec>,
+    #[serde(default)]
+    pub(super) reject: Option<RejectSpec>,
+}
+
+/// `"action": "reject"`: the router answers the request itself with a
+/// client error, e.g. a repository name a registry would decode
+/// differently from the rules.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RejectSpec {
+    pub(super) status: u16,
+    #[serde(default)]
+    pub(super) message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SeedMatchSpec {
+    #[serde(alias = "matchRegex")]
+    pub(super) match_regex: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct MatcherSpec {
+    #[serde(rename = "type")]
+    pub(super) kind: String,
+    #[serde(default)]
+    pub(super) name: Option<String>,
+    #[serde(default, alias = "regex_name")]
+    pub(super) regex_name: Option<String>,
+    #[serde(default, alias = "regex_value")]
+    pub(super) regex_value: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TransformSpec {
+    #[serde(rename = "type")]
+    pub(super) kind: String,
+    pub(super) input: String,
+    pub(super) output: String,
+    /// A regex over a text output whose named captures become the output's
+    /// fields, e.g. the password of a decoded `user:password`.
+    #[serde(default)]
+    pub(super) extract: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ValidateSpec {
+    #[serde(default)]
+    pub(super) exist: Vec<String>,
+    /// Templates whose value must not be a reserved top-level route
+    /// ([`crate::reserved`]), e.g. the first segment of a path claim.
+    #[serde(default, rename = "notReserved", alias = "not_reserved")]
+    pub(super) not_reserved: Vec<String>,
+}
+
+/// Gradual migration: which values of a captured key a rule applies to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RolloutSpec {
+    pub(super) value: String,
+    #[serde(default)]
+    pub(super) include: Vec<String>,
+    #[serde(default)]
+    pub(super) exclude: Vec<String>,
+    #[serde(default)]
+    pub(super) percentage: Option<f64>,
+    #[serde(default)]
+    pub(super) seed: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ClassifySpec {
+    #[serde(rename = "type")]
+    pub(super) kind: String,
+    #[serde(default)]
+    pub(super) value: Option<String>,
+    #[serde(default)]
+    pub(super) target: Option<String>,
+    /// What a 404 from the Topology Service means: `legacy-cell` (the
+    /// default) or `next-rule`, evaluation goes on after this rule.
+    #[serde(default, rename = "notFound", alias = "not_found")]
+    pub(super) not_found: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProxySpec {
+    #[serde(default)]
+    pub(super) address: Option<String>,
+}
