@@ -33,22 +33,50 @@ const scheduleReset = Object.entries(glue).find(([name]) =>
   name.startsWith("__wbg___wbindgen_reinit_"),
 )?.[1];
 
+/**
+ * The glue internals panic recovery relies on (wasm-bindgen's and the
+ * worker crate's), checked once at start-up: an upgrade that renames one
+ * must not break recovery silently. Returns what is missing.
+ */
+function missingGlue(g = glue, state = globalThis.__worker_init_state, reset = scheduleReset) {
+  const missing = [];
+  if (typeof reset !== "function") missing.push("__wbg___wbindgen_reinit_* (glue export)");
+  if (typeof g.__worker_init_state !== "function") missing.push("__worker_init_state (glue export)");
+  if (typeof g.__wbg_set_wasm !== "function") missing.push("__wbg_set_wasm (glue export)");
+  if (state === null || typeof state !== "object") missing.push("globalThis.__worker_init_state (worker crate)");
+  else if (!("criticalError" in state)) missing.push("__worker_init_state.criticalError (worker crate)");
+  return missing;
+}
+
+const missing = missingGlue();
+const recovery = missing.length === 0;
+if (!recovery) {
+  console.error(
+    JSON.stringify({
+      level: "error",
+      scope: "wasm-glue",
+      message: `panic recovery is off: the glue lacks ${missing.join(", ")}; requests are still served`,
+    }),
+  );
+}
+
 // A panic is seen as it happens: the worker crate's panic hook sets
 // `criticalError` on this object (before the trap), whether the panic is in
 // `routeSync`'s call or in a `routeAsync` future polled from a microtask,
 // which would otherwise leave its request waiting forever.
-const initState = globalThis.__worker_init_state ?? {};
 let panicked = false;
-Object.defineProperty(initState, "criticalError", {
-  get: () => panicked,
-  set: (value) => {
-    panicked = value === true;
-    if (panicked) restartWasm();
-  },
-});
-addEventListener("error", (event) => {
-  if (event.error instanceof WebAssembly.RuntimeError) restartWasm();
-});
+if (recovery) {
+  Object.defineProperty(globalThis.__worker_init_state, "criticalError", {
+    get: () => panicked,
+    set: (value) => {
+      panicked = value === true;
+      if (panicked) restartWasm();
+    },
+  });
+  addEventListener("error", (event) => {
+    if (event.error instanceof WebAssembly.RuntimeError) restartWasm();
+  });
+}
 
 /** Counts the instances started after panics. */
 let generation = 0;
@@ -91,7 +119,7 @@ let restartPending = false;
  */
 function restartWasm() {
   panicked = false;
-  if (restartPending) return;
+  if (!recovery || restartPending) return;
   restartPending = true;
   console.error(
     JSON.stringify({ level: "error", scope: "wasm", message: "Rust panic: restarting the wasm instance" }),
@@ -113,19 +141,18 @@ function restartWasm() {
 
 /**
  * `routerSetup`'s answer, once per instance, made ready for `scanHeaders`
- * and `forward`: the header names the rules need (as a name → position
- * map; null when they need every header), the client headers always
- * dropped (a Set), the headers a plan sets, the router's header prefix.
+ * and `apply`: the header names the rules need (as a name → position map;
+ * null when they need every header), the client headers always dropped (a
+ * Set) and the prefixes of those always dropped, the signing key.
  */
 let setup;
 
 function loadSetup(env) {
-  const [names, baseDrop, setNames, routerPrefix, seed] = glue.routerSetup(env);
+  const [names, baseDrop, dropPrefixes, seed] = glue.routerSetup(env);
   return {
     wanted: names === null ? null : new Map(names.map((name, i) => [name, i])),
     baseDrop: new Set(baseDrop),
-    setNames,
-    routerPrefix,
+    dropPrefixes,
     signingKey: seed === null ? null : importSigningKey(seed),
   };
 }
@@ -175,68 +202,91 @@ function scanHeaders(headers, wanted) {
   return { joined: values === null ? undefined : values.join("\u0000"), names };
 }
 
-function textResponse(status, body) {
-  return new Response(body, {
-    status,
-    headers: { "content-type": "text/plain; charset=utf-8" },
-  });
-}
-
 function errorMessage(error) {
   return error instanceof Error ? error.message : String(error);
 }
 
-/**
- * A request the router could not forward after all: its log line (the
- * plan's, with this status and error) and a plain-text answer.
- */
-function failed(status, answer, why, logHead, started) {
-  const ms = Date.now() - started;
-  console.log(`${logHead}"status":${status},"duration_ms":${ms},"error":${JSON.stringify(why)}}`);
-  return textResponse(status, `gitlab-http-router: ${answer}\n`);
+// The plan (router_core::plan::Plan::encode): fields joined by NUL, items
+// inside a field by \x01.
+const FIELD = "\u0000";
+const ITEM = "\u0001";
+
+/** An answer field (`status ITEM name ITEM value … ITEM body`) as a Response. */
+function response(field) {
+  const items = field.split(ITEM);
+  const headers = new Headers();
+  for (let i = 1; i + 1 < items.length - 1; i += 2) headers.set(items[i], items[i + 1]);
+  return new Response(items[items.length - 1], { status: Number(items[0]), headers });
 }
 
-/** Forwards `request` as the plan (see `plan` in src/lib.rs) says. */
-async function forward(request, method, clientHeaderNames, plan, started) {
-  const [url, drop, host, proto, action, ruleType, signingInput, logHead, logTail, logAlways] =
-    plan.split("\u0000");
-  const { baseDrop, setNames, routerPrefix } = setup;
-  let signature = "";
-  if (signingInput !== "") {
-    try {
-      signature = await signToken(signingInput);
-    } catch (error) {
-      const why = `request signing failed: ${errorMessage(error)}`;
-      return failed(503, "request signing unavailable", why, logHead, started);
-    }
+/** Writes a request's log line as its plan says, once the status is known. */
+function writeLog(head, tail, minStatus, status, started) {
+  if (head !== "" && status >= Number(minStatus)) {
+    console.log(`${head}"status":${status},"duration_ms":${Date.now() - started}${tail}`);
   }
-  const dropped = drop === "" ? baseDrop : new Set(drop.split(","));
+}
+
+/** A failure field (`log error opening ITEM answer`): its answer, logged with `why`. */
+function fail(field, why, head, started) {
+  const cut = field.indexOf(ITEM);
+  const answer = response(field.slice(cut + 1));
+  const escaped = JSON.stringify(why).slice(1, -1);
+  console.log(`${head}"status":${answer.status},"duration_ms":${Date.now() - started}${field.slice(0, cut)}${escaped}"}`);
+  return answer;
+}
+
+/** Does what the plan (from routeSync or routeAsync) says with `request`. */
+async function apply(request, method, clientHeaderNames, plan, started) {
+  const f = plan.split(FIELD);
+  if (f[0] === "A") {
+    const [, answer, logHead, logTail, logMinStatus] = f;
+    const res = response(answer);
+    writeLog(logHead, logTail, logMinStatus, res.status, started);
+    return res;
+  }
+  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailure, logHead, logTail, logMinStatus] = f;
+  const { baseDrop, dropPrefixes } = setup;
+  const dropped = drop === "" ? baseDrop : new Set(drop.split(ITEM));
   const headers = new Headers(request.headers);
   for (const name of clientHeaderNames) {
-    if (dropped.has(name) || name.startsWith(routerPrefix)) headers.delete(name);
+    if (dropped.has(name) || dropPrefixes.some((prefix) => name.startsWith(prefix))) headers.delete(name);
   }
-  const values = [host, proto, action, ruleType, signature];
-  for (let i = 0; i < setNames.length; i++) {
-    if (values[i] !== "") headers.set(setNames[i], values[i]);
+  const pairs = set.split(ITEM);
+  for (let i = 0; i + 1 < pairs.length; i += 2) headers.set(pairs[i], pairs[i + 1]);
+  if (signInput !== "") {
+    try {
+      headers.set(signHeader, await signToken(signInput));
+    } catch (error) {
+      if (signFailure !== "") return fail(signFailure, errorMessage(error), logHead, started);
+    }
   }
-  let response;
+  let upstream;
   try {
-    response = await fetch(url, {
-      method,
-      headers,
-      body: request.body,
-      redirect: "manual",
-    });
+    upstream = await fetch(url, { method, headers, body: request.body, redirect: "manual" });
   } catch (error) {
-    const why = `upstream fetch failed: ${errorMessage(error)}`;
-    return failed(502, "upstream unreachable", why, logHead, started);
+    return fail(upstreamFailure, errorMessage(error), logHead, started);
   }
-  const status = response.status;
-  if (logAlways === "1" || status >= 500) {
-    console.log(`${logHead}"status":${status},"duration_ms":${Date.now() - started}${logTail}`);
-  }
-  return response;
+  writeLog(logHead, logTail, logMinStatus, upstream.status, started);
+  return upstream;
 }
+
+/** The router's answer when the entry itself failed (`internalError`). */
+function internalError(error) {
+  const started = Date.now();
+  let plan;
+  try {
+    plan = glue.internalError(errorMessage(error));
+  } catch {
+    plan = INTERNAL_ERROR;
+  }
+  const [, answer, logHead, logTail, logMinStatus] = plan.split(FIELD);
+  const res = response(answer);
+  writeLog(logHead, logTail, logMinStatus, res.status, started);
+  return res;
+}
+
+/** Asked while the instance is known to work, for when it no longer does. */
+const INTERNAL_ERROR = glue.internalError("the router could not be called");
 
 export default {
   async fetch(request, env, ctx) {
@@ -252,15 +302,11 @@ export default {
       let plan = joined === undefined ? undefined : glue.routeSync(env, url, method, joined);
       if (plan === undefined) {
         plan = await unlessPanic(glue.routeAsync(env, ctx, request, url, method, joined));
-        if (typeof plan !== "string") return plan;
       }
-      return await forward(request, method, names, plan, started);
+      return await apply(request, method, names, plan, started);
     } catch (error) {
       if (error instanceof WebAssembly.RuntimeError) restartWasm();
-      console.error(
-        JSON.stringify({ level: "error", scope: "router", message: errorMessage(error) }),
-      );
-      return textResponse(502, "gitlab-http-router: internal error\n");
+      return internalError(error);
     }
   },
 };

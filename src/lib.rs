@@ -11,14 +11,17 @@
 //! * [`route_async`] answers the rest: Topology Service lookups (through the
 //!   Cache API and the service), rejections and errors.
 //!
-//! Both answer with a forwarding plan (see `plan`): the upstream URL and the
-//! headers to drop and set. The entry applies it and forwards the incoming
-//! request with its body stream, which never crosses into wasm. Routing
-//! itself is the pure core's (`router_core`).
+//! Both answer with a plan (`router_core::plan::Plan`, encoded once for the
+//! boundary): forward (URL, headers to drop and set, what to sign, what
+//! each failure answers, the log line) or answer from the router. The entry
+//! applies it without deciding anything and forwards the incoming request
+//! with its body stream, which never crosses into wasm. A request
+//! `routeSync` cannot finish (a memory-cache miss) is handed to
+//! `routeAsync` as it stands, so the rules run once per request.
 
 mod io;
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
 use router_core::config::{Config, RequestLogging, SigningPolicy};
@@ -26,15 +29,16 @@ use router_core::forward::{
     self, AllowList, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 use router_core::log::RequestLog;
+use router_core::plan::{Answer, Failure, Forward, LogPlan, Plan, Signing};
 use router_core::request::UrlParts;
 use router_core::resolve::{CacheLevel, Resolver};
-use router_core::route::{self, Routed};
+use router_core::route::{self, Pending, Routed};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
-use router_core::{Action, Decision, RequestParts, RouterError, Ruleset};
+use router_core::{Action, RequestParts, RouterError, Ruleset};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use web_sys::{Headers, Request, Response, ResponseInit};
+use web_sys::{Headers, Request};
 use worker::{event, worker_sys, Env};
 
 mod compiled {
@@ -57,6 +61,10 @@ struct Isolate {
 
 thread_local! {
     static ISOLATE: OnceCell<Rc<Isolate>> = const { OnceCell::new() };
+    /// The request `routeSync` stopped at a memory-cache miss, for the
+    /// `routeAsync` call the entry makes right after it (nothing runs in
+    /// between: the entry calls one after the other without awaiting).
+    static PENDING: RefCell<Option<(String, Incoming, Pending)>> = const { RefCell::new(None) };
 }
 
 fn isolate(env: &Env) -> Rc<Isolate> {
@@ -160,9 +168,9 @@ fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array 
 }
 
 /// What the entry needs once per isolate: `[header names (null: all of
-/// them), client headers always dropped, the headers a plan sets (in the
-/// plan's order), the prefix of the router's own headers, the Ed25519 seed
-/// requests are signed with (null: not signing)]`.
+/// them), client headers always dropped, prefixes of client headers always
+/// dropped, the Ed25519 seed requests are signed with (null: not
+/// signing)]`.
 #[wasm_bindgen(js_name = routerSetup)]
 pub fn router_setup(env: Env) -> js_sys::Array {
     let iso = isolate(&env);
@@ -174,24 +182,38 @@ pub fn router_setup(env: Env) -> js_sys::Array {
         Ok(Some(signer)) => js_sys::Uint8Array::from(&signer.seed()[..]).into(),
         _ => JsValue::NULL,
     };
-    js_sys::Array::of5(
+    js_sys::Array::of4(
         &names,
         &js_array(forward::dropped_names(None, None)).into(),
-        &js_array([
-            X_FORWARDED_HOST,
-            X_FORWARDED_PROTO,
-            RULE_ACTION_HEADER,
-            RULE_TYPE_HEADER,
-            SIGNATURE_HEADER,
-        ])
-        .into(),
-        &JsValue::from_str(forward::ROUTER_HEADER_PREFIX),
+        &js_array([forward::ROUTER_HEADER_PREFIX]).into(),
         &seed,
     )
 }
 
+/// The plan for a request the entry could not route at all (an exception
+/// in the entry, a wasm instance that panicked): an answer and an error
+/// log line with `message`.
+#[wasm_bindgen(js_name = internalError)]
+pub fn internal_error(message: &str) -> String {
+    let error = RouterError::Internal(message.to_string());
+    let line =
+        serde_json::json!({"level": "error", "scope": "router", "message": error.to_string()})
+            .to_string();
+    Plan::Answer {
+        answer: error.answer(),
+        log: Some(LogPlan {
+            head: format!("{},", &line[..line.len() - 1]),
+            tail: "}".to_string(),
+            min_status: 0,
+        }),
+    }
+    .encode()
+}
+
 /// Routes a request whose route is known without waiting, and returns its
-/// encoded plan ([`plan`]); `None` sends the request to [`route_async`].
+/// encoded plan; `None` sends the request to [`route_async`] (a
+/// classification the memory cache does not hold, a URL that does not
+/// parse, headers that need asking one by one).
 ///
 /// `headers`: the values of the names from [`router_setup`], in order,
 /// joined by NUL, an absent header as `\x01` (the entry's `scanHeaders`).
@@ -209,24 +231,22 @@ pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<
     if !fill_headers(&mut incoming.parts, names, headers) {
         return None;
     }
-    let mut log = incoming.log(&iso);
-    let routed = match &iso.ruleset {
-        None => None,
-        Some(rules) => Some(route::route_from_memory(
-            rules,
-            iso.resolver.as_ref(),
-            &incoming.parts,
-        )?),
+    let Some(rules) = &iso.ruleset else {
+        return Some(plan(&iso, &incoming, None).encode());
     };
-    let target = target_of(routed.as_ref(), &mut log);
-    // Errors are rare and answered by route_async, which logs them.
-    plan(&iso, &incoming, routed.as_ref(), &mut log, target).ok()
+    match route::route_from_memory(rules, iso.resolver.as_ref(), &incoming.parts) {
+        Ok(routed) => Some(plan(&iso, &incoming, Some(&routed)).encode()),
+        Err(pending) => {
+            PENDING.with(|p| *p.borrow_mut() = Some((url.to_string(), incoming, pending)));
+            None
+        }
+    }
 }
 
-/// Routes any request: returns its encoded plan ([`plan`]), or the `Response` it
-/// gets instead (a rejection, a 4xx or 5xx from the router). The Topology
-/// Service's answers are cached for [`route_sync`]; Cache API writes are
-/// handed to `ctx.waitUntil`.
+/// Routes any request and returns its encoded plan. A request
+/// [`route_sync`] stopped goes on from where it stopped; others are routed
+/// from the start. The Topology Service's answers are cached for
+/// [`route_sync`]; Cache API writes are handed to `ctx.waitUntil`.
 ///
 /// `headers`: as for [`route_sync`], or `None` when the rules need every
 /// header (read from `req` here).
@@ -238,11 +258,24 @@ pub async fn route_async(
     url: String,
     method: String,
     headers: Option<String>,
-) -> JsValue {
-    let started = js_sys::Date::now();
+) -> String {
     let iso = isolate(&env);
-    let Some(mut incoming) = Incoming::parse(&url, method) else {
-        return text_response(400, "bad request URL\n").into();
+    let stopped = PENDING
+        .with(|p| p.borrow_mut().take())
+        .filter(|(u, _, _)| *u == url);
+    let (incoming, pending) = match stopped {
+        Some((_, incoming, pending)) => (incoming, Some(pending)),
+        None => {
+            let Some(mut incoming) = Incoming::parse(&url, method) else {
+                return Plan::Answer {
+                    answer: Answer::text(400, "gitlab-http-router: bad request URL\n"),
+                    log: None,
+                }
+                .encode();
+            };
+            read_headers(&iso, &mut incoming.parts, &req, headers.as_deref());
+            (incoming, None)
+        }
     };
     #[cfg(feature = "panic-probe")]
     if incoming.parts.path == "/__panic_probe__/async" {
@@ -251,11 +284,31 @@ pub async fn route_async(
         router_core::resolve::Platform::sleep(&io::JsPlatform, 1).await;
         panic!("panic probe: routeAsync");
     }
-    let parts = &mut incoming.parts;
-    match (&iso.header_names, headers) {
-        (Some(names), Some(joined)) if fill_headers(parts, names, &joined) => {}
+    let routed = match (&iso.ruleset, &iso.resolver, pending) {
+        (None, _, _) => None,
+        (Some(rules), Some(resolver), Some(pending)) => {
+            Some(route::route_pending(rules, resolver, &incoming.parts, pending).await)
+        }
+        (Some(rules), resolver, _) => {
+            Some(route::route(rules, resolver.as_ref(), &incoming.parts).await)
+        }
+    };
+    if let Some(resolver) = &iso.resolver {
+        // Cache API writes finish after the response is sent.
+        for write in resolver.shared_cache().take_pending() {
+            let _ = ctx.wait_until(&write);
+        }
+    }
+    plan(&iso, &incoming, routed.as_ref()).encode()
+}
+
+/// Fills `parts` with the headers the rules need: from the entry's joined
+/// values, or asked one by one when a value held the separator (invalid in
+/// HTTP), or every header when a rule tests names by regex.
+fn read_headers(iso: &Isolate, parts: &mut RequestParts, req: &Request, joined: Option<&str>) {
+    match (&iso.header_names, joined) {
+        (Some(names), Some(joined)) if fill_headers(parts, names, joined) => {}
         (Some(names), _) => {
-            // A value held a separator (invalid in HTTP): ask one by one.
             let all = req.headers();
             for name in names {
                 if let Ok(Some(value)) = all.get(name) {
@@ -264,43 +317,6 @@ pub async fn route_async(
             }
         }
         (None, _) => parts.headers = header_pairs(&req.headers()),
-    }
-    let mut log = incoming.log(&iso);
-    let respond = |log: &mut RequestLog, status: u16, body: &str| -> JsValue {
-        log.status = Some(status);
-        log.duration_ms = (js_sys::Date::now() - started).max(0.0) as u64;
-        emit(&iso.config, log);
-        text_response(status, body).into()
-    };
-
-    let routed = match &iso.ruleset {
-        None => None,
-        Some(rules) => Some(route::route(rules, iso.resolver.as_ref(), &incoming.parts).await),
-    };
-    if let Some(resolver) = &iso.resolver {
-        // Cache API writes finish after the response is sent.
-        for write in resolver.shared_cache().take_pending() {
-            let _ = ctx.wait_until(&write);
-        }
-    }
-    if let Some(Routed {
-        decision:
-            Decision {
-                rule_id,
-                action: Action::Reject { status, message },
-                ..
-            },
-        ..
-    }) = &routed
-    {
-        log.rule = *rule_id;
-        log.action = "reject";
-        return respond(&mut log, *status, &format!("{message}\n"));
-    }
-    let target = target_of(routed.as_ref(), &mut log);
-    match plan(&iso, &incoming, routed.as_ref(), &mut log, target) {
-        Ok(plan) => JsValue::from_str(&plan),
-        Err((status, body)) => respond(&mut log, status, &body),
     }
 }
 
@@ -325,23 +341,18 @@ fn target_of<'r>(
     };
     let Some(res) = &routed.resolution else {
         log.cache = Some(CacheLevel::Fallback);
-        log.error = Some("GITLAB_TOPOLOGY_SERVICE_URL is not set".into());
+        log.add_error("GITLAB_TOPOLOGY_SERVICE_URL is not set");
         return Ok(None);
     };
     log.cache = Some(res.level);
-    log.error = res.error.as_ref().map(ToString::to_string);
+    if let Some(e) = &res.error {
+        log.add_error(e);
+    }
     match &res.classification {
         None => Ok(None),
         Some(c) => c
             .address_for(question.target)
             .map(|a| a.map(str::to_string)),
-    }
-}
-
-/// Writes the request's log line, as `GITLAB_REQUEST_LOG` asks.
-fn emit(config: &Config, log: &RequestLog) {
-    if config.request_logging == RequestLogging::All || log.is_notable() {
-        web_sys::console::log_1(&log.to_json().into());
     }
 }
 
@@ -384,9 +395,8 @@ impl Incoming {
     }
 }
 
-/// Separates header values in `scanHeaders`' answer and in an encoded
-/// plan, and marks an absent header; neither can occur in a valid HTTP
-/// field value, a URL or a JSON text.
+/// Separates header values in `scanHeaders`' answer and marks an absent
+/// header; neither can occur in a valid HTTP field value.
 const SEPARATOR: &str = "\u{0}";
 const HEADER_ABSENT: &str = "\u{1}";
 
@@ -419,53 +429,68 @@ fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
     out
 }
 
-/// The upstream for a decided request, as an encoded plan, or the status
-/// and body the request gets instead (the error is in `log`).
-///
-/// A plan says how the entry forwards the request, as one string (one
-/// boundary crossing) of fields joined by NUL, in this order:
-///
-/// | field | |
-/// |---|---|
-/// | url | the upstream URL |
-/// | drop | client headers to drop, comma-separated; empty: the usual set |
-/// | host, proto | `X-Forwarded-Host`, `X-Forwarded-Proto` |
-/// | action, type | the rule headers (`type` empty: not set) |
-/// | sign | what the entry signs for `X-Gitlab-Http-Router-Signature` (the JWT's header and claims; empty: not signed) |
-/// | log head, log tail | the log line around `"status":…,"duration_ms":…` |
-/// | log always | `1`: log whatever the status; `0`: only a 5xx |
-fn plan<'a>(
-    iso: &'a Isolate,
-    incoming: &'a Incoming,
-    routed: Option<&Routed<'a>>,
-    log: &mut RequestLog<'a>,
-    target: Result<Option<String>, RouterError>,
-) -> Result<String, (u16, String)> {
+/// How the log line of a request is written, as `GITLAB_REQUEST_LOG`
+/// asks: every line, or only notable ones (and any 5xx).
+fn log_plan(config: &Config, log: &RequestLog) -> LogPlan {
+    let (head, tail) = log.to_json_around_status();
+    let always =
+        config.request_logging == RequestLogging::All || log.is_notable_whatever_the_status();
+    LogPlan {
+        head,
+        tail,
+        min_status: if always { 0 } else { 500 },
+    }
+}
+
+/// The router's own answer to a request, logged always.
+fn answer(log: &RequestLog, answer: Answer) -> Plan {
+    let (head, tail) = log.to_json_around_status();
+    Plan::Answer {
+        answer,
+        log: Some(LogPlan {
+            head,
+            tail,
+            min_status: 0,
+        }),
+    }
+}
+
+/// A request that ends in `error`: its answer, the error in its log line.
+fn failed(mut log: RequestLog, error: RouterError) -> Plan {
+    log.add_error(&error);
+    answer(&log, error.answer())
+}
+
+/// The plan for a routed request (`routed`: `None` when no ruleset is
+/// loaded): forward to its cell, or the router's own answer.
+fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>>) -> Plan {
+    let mut log = incoming.log(iso);
     let mut rule_type = None;
     if let Some(d) = routed.map(|r| &r.decision) {
         log.rule = d.rule_id;
         log.action = d.action.name();
-        if let Action::Classify(request) = &d.action {
-            log.classify_type = Some(request.kind.name());
-            rule_type = Some(request.kind.rule_type_header());
+        match &d.action {
+            Action::Classify(request) => {
+                log.classify_type = Some(request.kind.name());
+                rule_type = Some(request.kind.rule_type_header());
+            }
+            Action::Reject { status, message } => {
+                return answer(&log, Answer::text(*status, format!("{message}\n")));
+            }
+            Action::Proxy { .. } => {}
         }
     }
     let parts = &incoming.parts;
-    let address = match target {
-        Err(e) => {
-            log.error = Some(e.to_string());
-            return Err((502, format!("gitlab-http-router: {e}\n")));
-        }
+    let address = match target_of(routed, &mut log) {
+        Err(e) => return failed(log, e),
         Ok(address) => address.or_else(|| iso.config.proxy_host.clone()),
     };
     let Some(address) = address else {
-        log.error = Some("no legacy cell configured (GITLAB_PROXY_HOST)".into());
-        return Err((502, "gitlab-http-router: no upstream configured\n".into()));
+        return failed(log, RouterError::NoLegacyCell);
     };
     if !iso.allowed.allows(&address) {
-        log.error = Some(RouterError::UpstreamNotAllowed(address.clone()).to_string());
-        log.upstream = Some(address);
-        return Err((502, "gitlab-http-router: upstream not allowed\n".into()));
+        log.upstream = Some(address.clone());
+        return failed(log, RouterError::UpstreamNotAllowed(address));
     }
     let url = forward::upstream_url(
         iso.config.upstream_scheme,
@@ -488,44 +513,44 @@ fn plan<'a>(
         (_, SigningPolicy::Optional) => None,
         (_, SigningPolicy::Required) => {
             log.upstream = Some(address);
-            log.error =
-                Some("request signing is required but no valid signing key is configured".into());
-            return Err((
-                503,
-                "gitlab-http-router: request signing unavailable\n".into(),
-            ));
+            return failed(log, RouterError::SigningUnavailable);
         }
     };
     log.upstream = Some(address);
     let (connection, upgrade) = (parts.header("connection"), parts.header("upgrade"));
     let drop = if connection.is_none() && upgrade.is_none() {
-        String::new()
+        Vec::new()
     } else {
-        forward::dropped_names(connection, upgrade).join(",")
+        forward::dropped_names(connection, upgrade)
     };
-    let (log_head, log_tail) = log.to_json_around_status();
-    let log_always =
-        iso.config.request_logging == RequestLogging::All || log.is_notable_whatever_the_status();
-    let fields: [&str; 10] = [
-        &url,
-        &drop,
-        &incoming.public_host,
-        incoming.public_proto,
-        log.action,
-        rule_type.unwrap_or(""),
-        signing_input.as_deref().unwrap_or(""),
-        &log_head,
-        &log_tail,
-        if log_always { "1" } else { "0" },
+    let mut set = vec![
+        (X_FORWARDED_HOST.to_string(), incoming.public_host.clone()),
+        (
+            X_FORWARDED_PROTO.to_string(),
+            incoming.public_proto.to_string(),
+        ),
+        (RULE_ACTION_HEADER.to_string(), log.action.to_string()),
     ];
-    Ok(fields.join(SEPARATOR))
-}
-
-fn text_response(status: u16, body: &str) -> Response {
-    let init = ResponseInit::new();
-    init.set_status(status);
-    let headers = Headers::new().expect("Headers::new");
-    let _ = headers.set("content-type", "text/plain; charset=utf-8");
-    init.set_headers(&headers);
-    Response::new_with_opt_str_and_init(Some(body), &init).expect("static response")
+    if let Some(rule_type) = rule_type {
+        set.push((RULE_TYPE_HEADER.to_string(), rule_type.to_string()));
+    }
+    let signing = signing_input.map(|input| Signing {
+        input,
+        header: SIGNATURE_HEADER.to_string(),
+        on_failure: (iso.config.signing_policy == SigningPolicy::Required).then(|| Failure {
+            answer: RouterError::SigningFailed(String::new()).answer(),
+            log_error_open: log.error_open("request signing failed: "),
+        }),
+    });
+    Plan::Forward(Forward {
+        url,
+        drop,
+        set,
+        signing,
+        on_upstream_failure: Failure {
+            answer: RouterError::UpstreamUnreachable(String::new()).answer(),
+            log_error_open: log.error_open("upstream fetch failed: "),
+        },
+        log: log_plan(&iso.config, &log),
+    })
 }

@@ -36,4 +36,80 @@ pub enum RouterError {
     NoRegistryAddress,
     #[error("upstream host not allowed: {0}")]
     UpstreamNotAllowed(String),
+    #[error("no legacy cell configured (GITLAB_PROXY_HOST)")]
+    NoLegacyCell,
+    #[error("request signing is required but no valid signing key is configured")]
+    SigningUnavailable,
+    #[error("request signing failed: {0}")]
+    SigningFailed(String),
+    #[error("upstream fetch failed: {0}")]
+    UpstreamUnreachable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl RouterError {
+    /// The status a client gets when this error ends its request: the one
+    /// place errors map to statuses. Topology Service errors never end a
+    /// request by themselves (the legacy cell serves it), but map too.
+    pub fn status(&self) -> u16 {
+        match self {
+            RouterError::SigningUnavailable | RouterError::SigningFailed(_) => 503,
+            RouterError::TopologyUnreachable(_)
+            | RouterError::TopologyTimeout(_)
+            | RouterError::TopologyStatus(_)
+            | RouterError::TopologyBadAnswer(_)
+            | RouterError::NoRegistryAddress
+            | RouterError::UpstreamNotAllowed(_)
+            | RouterError::NoLegacyCell
+            | RouterError::UpstreamUnreachable(_)
+            | RouterError::Internal(_) => 502,
+        }
+    }
+
+    /// What the client reads: short, and nothing an operator keeps to
+    /// themselves (hosts, keys); the log line has the whole error.
+    pub fn public_message(&self) -> &'static str {
+        match self {
+            RouterError::SigningUnavailable | RouterError::SigningFailed(_) => {
+                "request signing unavailable"
+            }
+            RouterError::UpstreamNotAllowed(_) => "upstream not allowed",
+            RouterError::NoLegacyCell => "no upstream configured",
+            RouterError::UpstreamUnreachable(_) => "upstream unreachable",
+            RouterError::NoRegistryAddress => "cell has no registry address for a registry request",
+            RouterError::Internal(_) => "internal error",
+            RouterError::TopologyUnreachable(_)
+            | RouterError::TopologyTimeout(_)
+            | RouterError::TopologyStatus(_)
+            | RouterError::TopologyBadAnswer(_) => "topology service unavailable",
+        }
+    }
+
+    /// The plain-text answer for this error.
+    pub fn answer(&self) -> crate::plan::Answer {
+        crate::plan::Answer::text(
+            self.status(),
+            format!("gitlab-http-router: {}\n", self.public_message()),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_come_from_one_place() {
+        assert_eq!(RouterError::SigningUnavailable.status(), 503);
+        assert_eq!(RouterError::SigningFailed("x".into()).status(), 503);
+        assert_eq!(RouterError::UpstreamUnreachable("x".into()).status(), 502);
+        assert_eq!(
+            RouterError::UpstreamNotAllowed("evil.example".into()).status(),
+            502
+        );
+        let answer = RouterError::UpstreamNotAllowed("evil.example".into()).answer();
+        assert_eq!(answer.body, "gitlab-http-router: upstream not allowed\n");
+        assert!(!answer.body.contains("evil"), "hosts stay in the log");
+    }
 }

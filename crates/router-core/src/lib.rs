@@ -18,6 +18,7 @@ pub mod error;
 pub mod forward;
 pub mod jwt;
 pub mod log;
+pub mod plan;
 pub mod request;
 pub mod reserved;
 pub mod resolve;

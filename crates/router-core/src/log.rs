@@ -48,6 +48,34 @@ impl RequestLog<'_> {
             || self.action == "reject"
     }
 
+    /// Records an error; every error of a request stays in its line,
+    /// joined by "; " in the order they happened.
+    pub fn add_error(&mut self, error: impl std::fmt::Display) {
+        match &mut self.error {
+            Some(errors) => {
+                errors.push_str("; ");
+                errors.push_str(&error.to_string());
+            }
+            None => self.error = Some(error.to_string()),
+        }
+    }
+
+    /// The opening of the `error` field for a failure the entry meets
+    /// later (`plan::Failure::log_error_open`): `,"error":"` with the errors
+    /// recorded so far and `step` in it, the string left open for the
+    /// failure's own message. `error` is the line's last field, so the entry
+    /// closes it with `"}`.
+    pub fn error_open(&self, step: &str) -> String {
+        let mut text = String::new();
+        if let Some(errors) = &self.error {
+            text.push_str(errors);
+            text.push_str("; ");
+        }
+        text.push_str(step);
+        let quoted = serde_json::Value::String(text).to_string();
+        format!(r#","error":{}"#, &quoted[..quoted.len() - 1])
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| format!(r#"{{"log_error":"{e}"}}"#))
     }
@@ -79,6 +107,34 @@ impl RequestLog<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_line_keeps_the_errors_recorded_before_it() {
+        let mut log = RequestLog {
+            ruleset: "cells",
+            method: "GET",
+            path: "/",
+            action: "classify",
+            cache: Some(CacheLevel::Stale),
+            ..Default::default()
+        };
+        log.add_error("topology service timed out after 300 ms");
+        log.add_error("second \"one\"");
+        let (head, _) = log.to_json_around_status();
+        // What the entry writes when the upstream fetch then fails.
+        let line = format!(
+            r#"{head}"status":502,"duration_ms":7{}{}"}}"#,
+            log.error_open("upstream fetch failed: "),
+            "connection refused"
+        );
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v["error"],
+            "topology service timed out after 300 ms; second \"one\"; upstream fetch failed: connection refused"
+        );
+        assert_eq!(v["status"], 502);
+        assert_eq!(v["cache"], "stale");
+    }
 
     #[test]
     fn one_json_object_with_optional_fields_left_out() {

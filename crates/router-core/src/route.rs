@@ -56,14 +56,26 @@ fn resumes_at(decision: &Decision, res: &Resolution) -> Option<usize> {
     (res.classification == Some(Classification::NotFound)).then_some(next)
 }
 
-/// Routes `request` from the memory cache alone, without awaiting: `None`
-/// when a classify step needs the Cache API or the service (or no service
-/// is configured), and for rejections; the caller then uses [`route`].
+/// A request whose routing stopped at a classify step the memory cache
+/// could not answer: what was decided so far, owned, so the asynchronous
+/// half ([`route_pending`]) goes on from there instead of running the rules
+/// again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    rule: String,
+    question: crate::ClassifyRequest,
+    next_on_not_found: Option<usize>,
+    fell_through: Vec<(String, Resolution)>,
+}
+
+/// Routes `request` from the memory cache alone, without awaiting. A
+/// classify step the memory cache cannot answer stops it with a
+/// [`Pending`] for [`route_pending`].
 pub fn route_from_memory<'r, T, C, P>(
     ruleset: &'r Ruleset,
     resolver: Option<&Resolver<T, C, P>>,
     request: &RequestParts,
-) -> Option<Routed<'r>>
+) -> Result<Routed<'r>, Pending>
 where
     T: TopologyTransport,
     C: SharedCache,
@@ -73,18 +85,32 @@ where
     let mut fell_through = Vec::new();
     loop {
         let decision = ruleset.decide_from(request, first);
-        let res = match &decision.action {
-            Action::Proxy { .. } => None,
-            Action::Reject { .. } => return None,
-            Action::Classify(question) => Some(resolver?.resolve_from_memory(question)?),
-        };
-        match res {
-            Some(res) if resumes_at(&decision, &res).is_some() => {
-                first = resumes_at(&decision, &res)?;
-                fell_through.push((decision.rule_id?, res));
+        let res = match (&decision.action, resolver) {
+            (Action::Classify(question), Some(resolver)) => {
+                match resolver.resolve_from_memory(question) {
+                    Some(res) => Some(res),
+                    None => {
+                        return Err(Pending {
+                            rule: decision.rule_id.unwrap_or_default().to_string(),
+                            question: question.clone(),
+                            next_on_not_found: decision.next_on_not_found,
+                            fell_through: fell_through
+                                .into_iter()
+                                .map(|(rule, res): (&str, Resolution)| (rule.to_string(), res))
+                                .collect(),
+                        })
+                    }
+                }
             }
-            resolution => {
-                return Some(Routed {
+            _ => None,
+        };
+        match (res, decision.rule_id) {
+            (Some(res), Some(rule)) if resumes_at(&decision, &res).is_some() => {
+                first = resumes_at(&decision, &res).unwrap_or(usize::MAX);
+                fell_through.push((rule, res));
+            }
+            (resolution, _) => {
+                return Ok(Routed {
                     decision,
                     resolution,
                     fell_through,
@@ -106,8 +132,69 @@ where
     C: SharedCache,
     P: Platform,
 {
-    let mut first = 0;
-    let mut fell_through = Vec::new();
+    route_from(ruleset, resolver, request, 0, Vec::new()).await
+}
+
+/// Goes on with a request [`route_from_memory`] stopped: resolves the
+/// pending question, then, if its key was not found and the rule hands
+/// such keys on, the rules after it.
+pub async fn route_pending<'r, T, C, P>(
+    ruleset: &'r Ruleset,
+    resolver: &Resolver<T, C, P>,
+    request: &RequestParts,
+    pending: Pending,
+) -> Routed<'r>
+where
+    T: TopologyTransport,
+    C: SharedCache,
+    P: Platform,
+{
+    let id = |name: &str| -> &'r str {
+        ruleset
+            .rules()
+            .iter()
+            .find(|r| r.id == name)
+            .map_or("", |r| r.id.as_str())
+    };
+    let mut fell_through: Vec<(&'r str, Resolution)> = pending
+        .fell_through
+        .into_iter()
+        .map(|(rule, res)| (id(&rule), res))
+        .collect();
+    let decision = Decision {
+        rule_id: Some(id(&pending.rule)),
+        action: Action::Classify(pending.question),
+        next_on_not_found: pending.next_on_not_found,
+    };
+    let Action::Classify(question) = &decision.action else {
+        unreachable!("built as a classify decision above")
+    };
+    let res = resolver.resolve(question).await;
+    match resumes_at(&decision, &res) {
+        Some(next) => {
+            fell_through.push((id(&pending.rule), res));
+            route_from(ruleset, Some(resolver), request, next, fell_through).await
+        }
+        None => Routed {
+            decision,
+            resolution: Some(res),
+            fell_through,
+        },
+    }
+}
+
+async fn route_from<'r, T, C, P>(
+    ruleset: &'r Ruleset,
+    resolver: Option<&Resolver<T, C, P>>,
+    request: &RequestParts,
+    mut first: usize,
+    mut fell_through: Vec<(&'r str, Resolution)>,
+) -> Routed<'r>
+where
+    T: TopologyTransport,
+    C: SharedCache,
+    P: Platform,
+{
     loop {
         let decision = ruleset.decide_from(request, first);
         let res = match (&decision.action, resolver) {
@@ -282,6 +369,41 @@ mod tests {
         run("/nobody/app", None);
         run("/nobody/app", None);
         assert_eq!(service.calls.get(), 4);
+    }
+
+    #[test]
+    fn a_memory_miss_resumes_where_the_synchronous_pass_stopped() {
+        let rules = Ruleset::from_json("t", RULES).unwrap();
+        let mut service = Service::default();
+        service.known.insert(
+            r#"{"type":"SESSION_PREFIX","value":"cell-3"}"#.into(),
+            "c3".into(),
+        );
+        let clock = Clock(RefCell::new(0));
+        let resolver = Resolver::new(
+            &service,
+            NoSharedCache,
+            &clock,
+            CachePolicy::default(),
+            ClientPolicy::default(),
+        );
+        let req = request("/nobody/app", Some("cell-3"));
+        let pending = route_from_memory(&rules, Some(&resolver), &req).unwrap_err();
+        assert_eq!(rules.evaluations(), 1);
+        let routed = futures_executor::block_on(route_pending(&rules, &resolver, &req, pending));
+        // The path rule is not evaluated again: one more pass, for the rules
+        // after it.
+        assert_eq!(rules.evaluations(), 2);
+        assert_eq!(routed.decision.rule_id, Some("session"));
+        assert_eq!(routed.fell_through.len(), 1);
+        assert_eq!(routed.fell_through[0].0, "path");
+        assert_eq!(address(&routed).as_deref(), Some("c3"));
+        assert_eq!(service.calls.get(), 2);
+
+        // Now both answers are in memory: the synchronous pass routes alone.
+        let again = route_from_memory(&rules, Some(&resolver), &req).unwrap();
+        assert_eq!(again.decision.rule_id, Some("session"));
+        assert_eq!(rules.evaluations(), 4);
     }
 
     #[test]

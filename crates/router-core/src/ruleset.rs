@@ -32,6 +32,9 @@ pub struct Ruleset {
     name: String,
     rules: Vec<Rule>,
     interest: HeaderInterest,
+    /// Passes over the rules ([`Ruleset::decide_from`] calls), so tests can
+    /// show a request is routed in one pass.
+    evaluations: std::sync::atomic::AtomicU64,
 }
 
 /// Which headers the rules read; the edge copies only these.
@@ -108,7 +111,13 @@ impl Ruleset {
             name: name.to_string(),
             rules,
             interest,
+            evaluations: Default::default(),
         })
+    }
+
+    /// How many passes over the rules this ruleset has made.
+    pub fn evaluations(&self) -> u64 {
+        self.evaluations.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn name(&self) -> &str {
@@ -143,6 +152,8 @@ impl Ruleset {
     /// evaluation resumes when a `notFound: next-rule` rule's key is unknown
     /// ([`Decision::next_on_not_found`]).
     pub fn decide_from<'r>(&'r self, request: &RequestParts, first: usize) -> Decision<'r> {
+        self.evaluations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut eval = Eval::default();
         for (index, rule) in self.rules.iter().enumerate().skip(first) {
             eval.clear();

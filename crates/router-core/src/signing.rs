@@ -8,18 +8,27 @@
 //! the SHA-256 of the path and query, with `iat`/`exp` a few seconds apart
 //! and a unique `jti` a cell may use to refuse replays. [`verify`] is what a
 //! cell (or its nginx auth hook, through `rulesctl signature verify`) runs.
+//!
+//! Key handling (deriving the public key, signing in Rust, verifying) is
+//! behind the `keys` feature, on by default: the worker builds without it,
+//! since WebCrypto signs for the edge and only `rulesctl` and cells verify.
 
 use std::fmt;
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use chrono::{DateTime, TimeZone, Utc};
+#[cfg(feature = "keys")]
 use ed25519_compact::{KeyPair, SecretKey, Seed};
+#[cfg(feature = "keys")]
 use jwt_compact::alg::Ed25519;
-use jwt_compact::{AlgorithmExt as _, Claims, Header, TimeOptions, UntrustedToken};
+#[cfg(feature = "keys")]
+use jwt_compact::{AlgorithmExt as _, Header, UntrustedToken};
+use jwt_compact::{Claims, TimeOptions};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+#[cfg(feature = "keys")]
 pub use ed25519_compact::PublicKey;
 
 /// The request header that carries the router's signature.
@@ -72,7 +81,8 @@ fn datetime(unix_ms: u64) -> DateTime<Utc> {
 
 /// Signs proxied requests; parsed once per isolate.
 pub struct Signer {
-    key: SecretKey,
+    /// The Ed25519 seed (the private key's first half).
+    seed: [u8; 32],
     issuer: String,
     ttl_secs: u32,
 }
@@ -82,8 +92,7 @@ impl fmt::Debug for Signer {
         f.debug_struct("Signer")
             .field("issuer", &self.issuer)
             .field("ttl_secs", &self.ttl_secs)
-            .field("public_key", &self.public_key_base64())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -105,41 +114,49 @@ impl Signer {
     /// secret key (seed followed by public key).
     pub fn from_base64(key: &str, issuer: &str, ttl_secs: u32) -> Result<Signer, String> {
         let bytes = decode_key_bytes(key).ok_or("the signing key is not base64")?;
-        let key = match bytes.len() {
-            32 => {
-                let seed = Seed::from_slice(&bytes).map_err(|e| e.to_string())?;
-                KeyPair::from_seed(seed).sk
-            }
-            64 => SecretKey::from_slice(&bytes)
-                .map_err(|e| format!("the signing key is not an Ed25519 key: {e}"))?,
-            n => {
-                return Err(format!(
-                "the signing key has {n} bytes; an Ed25519 seed has 32 (or 64 with the public key)"
-            ))
-            }
-        };
+        if bytes.len() != 32 && bytes.len() != 64 {
+            return Err(format!(
+                "the signing key has {} bytes; an Ed25519 seed has 32 (or 64 with the public key)",
+                bytes.len()
+            ));
+        }
+        let mut seed = [0u8; 32];
+        seed.copy_from_slice(&bytes[..32]);
         // A 64-byte key whose halves do not belong together would sign
-        // tokens nobody can verify: refuse it now.
-        key.validate_public_key(&key.public_key())
-            .map_err(|e| format!("the signing key is inconsistent: {e}"))?;
+        // tokens nobody can verify: refuse it (where the curve arithmetic
+        // is built in: rulesctl and the deploy checks).
+        #[cfg(feature = "keys")]
+        if bytes.len() == 64 {
+            let key = SecretKey::from_slice(&bytes)
+                .map_err(|e| format!("the signing key is not an Ed25519 key: {e}"))?;
+            key.validate_public_key(&key.public_key())
+                .map_err(|e| format!("the signing key is inconsistent: {e}"))?;
+        }
         Ok(Signer {
-            key,
+            seed,
             issuer: issuer.to_string(),
             ttl_secs: ttl_secs.max(1),
         })
     }
 
+    #[cfg(feature = "keys")]
+    fn key(&self) -> SecretKey {
+        KeyPair::from_seed(Seed::new(self.seed)).sk
+    }
+
     /// The public key cells verify with, base64.
+    #[cfg(feature = "keys")]
     pub fn public_key_base64(&self) -> String {
-        STANDARD.encode(self.key.public_key().as_ref())
+        STANDARD.encode(self.key().public_key().as_ref())
     }
 
     /// The compact JWT for one request.
+    #[cfg(feature = "keys")]
     pub fn sign(&self, request: &SignedRequest) -> String {
         // Signing cannot fail for Ed25519 with serialisable claims; an
         // empty header would only make the request fail verification.
         Ed25519
-            .token(&Self::header(), &self.claims(request), &self.key)
+            .token(&Self::header(), &self.claims(request), &self.key())
             .unwrap_or_default()
     }
 
@@ -160,11 +177,10 @@ impl Signer {
 
     /// The Ed25519 seed, for a platform signer.
     pub fn seed(&self) -> [u8; 32] {
-        let mut seed = [0u8; 32];
-        seed.copy_from_slice(&self.key.seed()[..]);
-        seed
+        self.seed
     }
 
+    #[cfg(feature = "keys")]
     fn header() -> Header {
         Header::empty().with_token_type("JWT")
     }
@@ -189,6 +205,7 @@ impl Signer {
 }
 
 /// A verified token: its claims and validity window (Unix seconds).
+#[cfg(feature = "keys")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
     pub claims: RequestClaims,
@@ -197,6 +214,7 @@ pub struct Verified {
 }
 
 /// Why a signature was refused.
+#[cfg(feature = "keys")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VerifyError {
     Malformed(String),
@@ -209,6 +227,7 @@ pub enum VerifyError {
     WrongPath,
 }
 
+#[cfg(feature = "keys")]
 impl fmt::Display for VerifyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -228,14 +247,17 @@ impl fmt::Display for VerifyError {
     }
 }
 
+#[cfg(feature = "keys")]
 impl std::error::Error for VerifyError {}
 
 /// Parses a base64 Ed25519 public key.
+#[cfg(feature = "keys")]
 pub fn public_key_from_base64(text: &str) -> Result<PublicKey, String> {
     let bytes = decode_key_bytes(text).ok_or("the public key is not base64")?;
     PublicKey::from_slice(&bytes).map_err(|e| format!("not an Ed25519 public key: {e}"))
 }
 
+#[cfg(feature = "keys")]
 /// What a cell checks: signature, algorithm, expiry (with `leeway_secs`),
 /// audience, method, and the path-and-query hash.
 #[allow(clippy::too_many_arguments)]
@@ -301,7 +323,7 @@ pub fn verify(
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "keys"))]
 mod tests {
     use super::*;
 

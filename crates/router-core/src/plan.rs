@@ -1,0 +1,354 @@
+//! The plan for one request: everything Rust decided, for the JS entry
+//! (`src/entry.js`) to apply without deciding anything itself. A plan
+//! either forwards the request (URL, headers to drop and to set, what to
+//! sign, what a signing or upstream failure answers, how to write the log
+//! line once the status is known) or answers it from the router.
+//!
+//! [`Plan::encode`] is the only writer of the boundary format and
+//! [`Plan::decode`] reads it back (round-trip tested): fields joined by NUL,
+//! lists and pairs inside a field joined by `\x01`. Neither byte can occur
+//! in a URL, an HTTP field value or a JSON text, so nothing needs escaping.
+
+/// Separates a plan's fields.
+pub const FIELD: char = '\u{0}';
+/// Separates the items of a list or pair inside a field.
+pub const ITEM: char = '\u{1}';
+
+/// A response the router gives itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    /// A plain-text answer.
+    pub fn text(status: u16, body: impl Into<String>) -> Answer {
+        Answer {
+            status,
+            headers: vec![(
+                "content-type".to_string(),
+                "text/plain; charset=utf-8".to_string(),
+            )],
+            body: body.into(),
+        }
+    }
+}
+
+/// How the log line is written once the status is known:
+/// `head + "status":S,"duration_ms":D + tail`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogPlan {
+    pub head: String,
+    pub tail: String,
+    /// The line is written when the status is at least this (0: always).
+    pub min_status: u16,
+}
+
+/// What a step that fails in the entry (signing, the upstream fetch)
+/// answers, and how its log line ends: `head + "status":S,"duration_ms":D
+/// + log_error_open + <the failure's message, JSON-escaped> + "}` (the
+/// `error` string is opened with the step's name and any error recorded
+/// earlier already in it). Always logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub answer: Answer,
+    pub log_error_open: String,
+}
+
+/// What the entry signs: the JWT's header and claims, signed with the
+/// isolate's key, set as `header`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signing {
+    pub input: String,
+    pub header: String,
+    /// What a signing failure answers; `None`: forward unsigned (the
+    /// `optional` signing policy).
+    pub on_failure: Option<Failure>,
+}
+
+/// Forward the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward {
+    pub url: String,
+    /// Client headers to delete; empty: the isolate's usual set
+    /// (`routerSetup`).
+    pub drop: Vec<String>,
+    /// Headers to set, in order.
+    pub set: Vec<(String, String)>,
+    pub signing: Option<Signing>,
+    /// What a failed upstream fetch answers.
+    pub on_upstream_failure: Failure,
+    pub log: LogPlan,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    Forward(Forward),
+    /// Answer from the router, with its log line.
+    Answer {
+        answer: Answer,
+        log: Option<LogPlan>,
+    },
+}
+
+fn push_answer(out: &mut String, a: &Answer) {
+    out.push_str(&a.status.to_string());
+    out.push(ITEM);
+    push_pairs(out, &a.headers);
+    out.push(ITEM);
+    out.push_str(&a.body);
+}
+
+fn push_failure(out: &mut String, f: &Failure) {
+    out.push_str(&f.log_error_open);
+    out.push(ITEM);
+    push_answer(out, &f.answer);
+}
+
+fn parse_failure(field: &str) -> Option<Failure> {
+    let (open, answer) = field.split_once(ITEM)?;
+    Some(Failure {
+        answer: parse_answer(answer)?,
+        log_error_open: open.to_string(),
+    })
+}
+
+fn push_log(out: &mut String, log: Option<&LogPlan>) {
+    if let Some(log) = log {
+        out.push_str(&log.head);
+        out.push(FIELD);
+        out.push_str(&log.tail);
+        out.push(FIELD);
+        out.push_str(&log.min_status.to_string());
+    } else {
+        out.push(FIELD);
+        out.push(FIELD);
+    }
+}
+
+fn parse_log(head: &str, tail: &str, min_status: &str) -> Option<Option<LogPlan>> {
+    if head.is_empty() {
+        return Some(None);
+    }
+    Some(Some(LogPlan {
+        head: head.to_string(),
+        tail: tail.to_string(),
+        min_status: min_status.parse().ok()?,
+    }))
+}
+
+fn push_pairs(out: &mut String, pairs: &[(String, String)]) {
+    for (i, (name, value)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(ITEM);
+        }
+        out.push_str(name);
+        out.push(ITEM);
+        out.push_str(value);
+    }
+}
+
+/// An answer as `status ITEM headers... ITEM body`: the headers are the
+/// items between the first and the last.
+fn parse_answer(field: &str) -> Option<Answer> {
+    let items: Vec<&str> = field.split(ITEM).collect();
+    if items.len() < 3 {
+        return None;
+    }
+    let status = items[0].parse().ok()?;
+    let body = items[items.len() - 1].to_string();
+    let headers = parse_pairs(&items[1..items.len() - 1])?;
+    Some(Answer {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn parse_pairs(items: &[&str]) -> Option<Vec<(String, String)>> {
+    if items.len() == 1 && items[0].is_empty() {
+        return Some(Vec::new());
+    }
+    if items.len() % 2 != 0 {
+        return None;
+    }
+    Some(
+        items
+            .chunks(2)
+            .map(|p| (p[0].to_string(), p[1].to_string()))
+            .collect(),
+    )
+}
+
+impl Plan {
+    /// The plan as the entry reads it, fields joined by [`FIELD`]:
+    ///
+    /// * forward: `F, url, drop (names by ITEM; empty: the usual set), set
+    ///   (name ITEM value ITEM …), sign input (empty: unsigned), sign header,
+    ///   sign failure (a failure; empty: forward unsigned), upstream
+    ///   failure, log head, log tail, log min status`
+    /// * answer: `A, answer, log head (empty: no line), log tail, log min
+    ///   status`
+    ///
+    /// An answer is `status ITEM name ITEM value … ITEM body`; a failure is
+    /// `log error opening ITEM answer`.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(512);
+        match self {
+            Plan::Answer { answer, log } => {
+                out.push('A');
+                out.push(FIELD);
+                push_answer(&mut out, answer);
+                out.push(FIELD);
+                push_log(&mut out, log.as_ref());
+            }
+            Plan::Forward(f) => {
+                out.push('F');
+                out.push(FIELD);
+                out.push_str(&f.url);
+                out.push(FIELD);
+                for (i, name) in f.drop.iter().enumerate() {
+                    if i > 0 {
+                        out.push(ITEM);
+                    }
+                    out.push_str(name);
+                }
+                out.push(FIELD);
+                push_pairs(&mut out, &f.set);
+                out.push(FIELD);
+                if let Some(s) = &f.signing {
+                    out.push_str(&s.input);
+                    out.push(FIELD);
+                    out.push_str(&s.header);
+                    out.push(FIELD);
+                    if let Some(f) = &s.on_failure {
+                        push_failure(&mut out, f);
+                    }
+                } else {
+                    out.push(FIELD);
+                    out.push(FIELD);
+                }
+                out.push(FIELD);
+                push_failure(&mut out, &f.on_upstream_failure);
+                out.push(FIELD);
+                push_log(&mut out, Some(&f.log));
+            }
+        }
+        out
+    }
+
+    /// Reads [`Plan::encode`]'s format back (tests and tools).
+    pub fn decode(text: &str) -> Option<Plan> {
+        let f: Vec<&str> = text.split(FIELD).collect();
+        match f.as_slice() {
+            ["A", answer, head, tail, min_status] => Some(Plan::Answer {
+                answer: parse_answer(answer)?,
+                log: parse_log(head, tail, min_status)?,
+            }),
+            ["F", url, drop, set, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status] => {
+                Some(Plan::Forward(Forward {
+                    url: url.to_string(),
+                    drop: if drop.is_empty() {
+                        Vec::new()
+                    } else {
+                        drop.split(ITEM).map(str::to_string).collect()
+                    },
+                    set: parse_pairs(&set.split(ITEM).collect::<Vec<_>>())?,
+                    signing: if sign_input.is_empty() {
+                        None
+                    } else {
+                        Some(Signing {
+                            input: sign_input.to_string(),
+                            header: sign_header.to_string(),
+                            on_failure: if sign_failure.is_empty() {
+                                None
+                            } else {
+                                Some(parse_failure(sign_failure)?)
+                            },
+                        })
+                    },
+                    on_upstream_failure: parse_failure(upstream_failure)?,
+                    log: parse_log(head, tail, min_status)??,
+                }))
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forward(signing: Option<Signing>, drop: Vec<String>) -> Plan {
+        Plan::Forward(Forward {
+            url: "http://127.0.0.1:9102/a?b=c".into(),
+            drop,
+            set: vec![
+                ("x-forwarded-host".into(), "gitlab.com".into()),
+                (
+                    "x-gitlab-http-router-rule-type".into(),
+                    "SESSION_PREFIX".into(),
+                ),
+            ],
+            signing,
+            on_upstream_failure: Failure {
+                answer: Answer::text(502, "gitlab-http-router: upstream unreachable\n"),
+                log_error_open: r#","error":"upstream fetch failed: "#.into(),
+            },
+            log: LogPlan {
+                head: r#"{"ruleset":"cells","#.into(),
+                tail: "}".into(),
+                min_status: 500,
+            },
+        })
+    }
+
+    #[test]
+    fn every_plan_survives_the_boundary() {
+        let signing = |on_failure| Signing {
+            input: "eyJhbGciOiJFZERTQSJ9.eyJhdWQiOiJ4In0".into(),
+            header: "x-gitlab-http-router-signature".into(),
+            on_failure,
+        };
+        let refused = Failure {
+            answer: Answer::text(503, "gitlab-http-router: request signing unavailable\n"),
+            log_error_open: r#","error":"stale; request signing failed: "#.into(),
+        };
+        let plans = [
+            forward(None, vec![]),
+            forward(None, vec!["connection".into(), "x-secret".into()]),
+            forward(Some(signing(None)), vec![]),
+            forward(Some(signing(Some(refused))), vec!["upgrade".into()]),
+            Plan::Answer {
+                answer: Answer::text(400, "NAME_INVALID\n"),
+                log: Some(LogPlan {
+                    head: r#"{"rule":"r","#.into(),
+                    tail: r#","error":"x"}"#.into(),
+                    min_status: 0,
+                }),
+            },
+            Plan::Answer {
+                answer: Answer {
+                    status: 503,
+                    headers: vec![],
+                    body: String::new(),
+                },
+                log: None,
+            },
+        ];
+        for plan in plans {
+            let encoded = plan.encode();
+            assert_eq!(Plan::decode(&encoded).as_ref(), Some(&plan), "{encoded:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_no_plan() {
+        for text in ["", "F", "X\0a", "A\0nope\0\0\0", "F\0a\0b"] {
+            assert_eq!(Plan::decode(text), None, "{text:?}");
+        }
+    }
+}
