@@ -117,7 +117,7 @@ impl Isolate {
                     config.client_id.clone(),
                     config.client_secret.clone(),
                 ),
-                io::CacheApi::default(),
+                io::CacheApi::new(&config.cache_namespace()),
                 io::JsPlatform,
                 config.cache.clone(),
                 config.client.clone(),

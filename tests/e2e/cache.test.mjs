@@ -5,15 +5,17 @@ import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, request, waitForLog, requestLogs, sessionCookie, getJson, postJson } from "./harness.mjs";
 import { setTimeout as sleep } from "node:timers/promises";
+import { createHash } from "node:crypto";
 
-/** The router's cache key for a classify body (FNV-1a 64, as the core). */
-function cacheKeyUrl(kind, body, target = "web") {
-  let hash = 0xcbf29ce484222325n;
-  for (const byte of Buffer.from(body)) {
-    hash ^= BigInt(byte);
-    hash = (hash * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return `https://gitlab-http-router.internal/v1/classify/${kind.toLowerCase()}-${target}-${hash.toString(16).padStart(16, "0")}`;
+/**
+ * The router's Cache API key for a classify body: under the deployment's
+ * namespace (SHA-256 of the service URL and the legacy cell), the kind, the
+ * target and the SHA-256 of the body, as the core makes them.
+ */
+function cacheKeyUrl(stack, kind, body, target = "web") {
+  const sha256 = (text) => createHash("sha256").update(text).digest("hex");
+  const namespace = sha256(`${stack.vars.GITLAB_TOPOLOGY_SERVICE_URL}\n${stack.vars.GITLAB_PROXY_HOST}`).slice(0, 32);
+  return `https://gitlab-http-router.internal/${namespace}/v1/classify/${kind.toLowerCase()}-${target}-${sha256(body)}`;
 }
 
 const stats = (stack) => getJson(`${stack.topology.admin}/_stats`);
@@ -94,7 +96,7 @@ describe("classification cache", () => {
       assert.equal((await stats(stack)).classify_calls, 1);
       assert.equal((await waitForLog(stack, (l) => l.path === "/other-isolate")).cache, "cache-api");
 
-      const key = cacheKeyUrl("SESSION_PREFIX", '{"type":"SESSION_PREFIX","value":"cell-3"}');
+      const key = cacheKeyUrl(stack, "SESSION_PREFIX", '{"type":"SESSION_PREFIX","value":"cell-3"}');
       const entry = await getJson(`${stack.probeUrl}/?key=${encodeURIComponent(key)}`);
       assert.ok(entry.found, `no Cache API entry at ${key}`);
       const tags = entry.cacheTag.split(",");

@@ -1,6 +1,6 @@
 //! Classify requests: what the router asks the Topology Service (SPEC §5).
 
-use std::fmt::Write as _;
+use sha2::{Digest, Sha256};
 
 /// Claim types the Topology Service knows, as `(UPPER_SNAKE, camelCase)`.
 /// A ruleset naming anything else is rejected when it is compiled.
@@ -129,18 +129,32 @@ impl ClassifyRequest {
         body
     }
 
-    /// A stable, URL-safe cache key for this question (FNV-1a 64 of the
-    /// canonical body, plus the kind for readability in logs and purges).
+    /// A stable, URL-safe key for this question in the shared cache (the
+    /// Cache API URL's last segment): the kind and target for readability in
+    /// logs and purges, then the SHA-256 of the canonical body, so two
+    /// questions can share a key only by breaking SHA-256. (It was FNV-1a
+    /// 64, for which collisions are found in seconds: a forged session
+    /// prefix could poison another's entry; issue 14.) The in-isolate maps
+    /// key by [`ClassifyRequest::body`] itself, which needs no hash at all.
     pub fn cache_key(&self) -> String {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in self.body().bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-        let kind = self.kind.name();
-        let mut key = String::with_capacity(kind.len() + 26);
+        Self::cache_key_of(self.kind, self.target, &self.body())
+    }
+
+    /// [`ClassifyRequest::cache_key`] for an already built `body`.
+    pub fn cache_key_of(kind: ClassifyKind, target: Target, body: &str) -> String {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let digest = Sha256::digest(body.as_bytes());
+        let kind = kind.name();
+        let target = target.name();
+        let mut key = String::with_capacity(kind.len() + target.len() + 2 + 64);
         key.extend(kind.chars().map(|c| c.to_ascii_lowercase()));
-        let _ = write!(key, "-{}-{hash:016x}", self.target.name());
+        key.push('-');
+        key.push_str(target);
+        key.push('-');
+        for byte in digest {
+            key.push(char::from(HEX[usize::from(byte >> 4)]));
+            key.push(char::from(HEX[usize::from(byte & 0xf)]));
+        }
         key
     }
 }
@@ -202,7 +216,10 @@ mod tests {
     fn cache_keys_are_stable_and_distinct() {
         let a = req("SESSION_PREFIX", Some("cell-2"), Target::Web);
         // Shared-cache entries outlive deployments: the key must not change.
-        assert_eq!(a.cache_key(), "session_prefix-web-76814df7c944ff7a");
+        assert_eq!(
+            a.cache_key(),
+            "session_prefix-web-f86762c77a24fd3f615166556ab0660db5e39b50edf4542550cfabb58a4cbb1b"
+        );
         assert_ne!(
             a.cache_key(),
             req("SESSION_PREFIX", Some("cell-3"), Target::Web).cache_key()
@@ -212,6 +229,63 @@ mod tests {
             req("SESSION_PREFIX", Some("cell-2"), Target::Registry).cache_key()
         );
         assert!(a.cache_key().starts_with("session_prefix-web-"));
+        assert_eq!(
+            a.cache_key(),
+            ClassifyRequest::cache_key_of(a.kind, a.target, &a.body())
+        );
+    }
+
+    /// The key scheme before issue 14: `<type>-<target>-<FNV-1a 64>`.
+    fn fnv_key(request: &ClassifyRequest) -> String {
+        let hash = fnv1a64(FNV_OFFSET, request.body().as_bytes());
+        let kind = request.kind.name().to_ascii_lowercase();
+        format!("{kind}-{}-{hash:016x}", request.target.name())
+    }
+
+    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+    fn fnv1a64(mut hash: u64, bytes: &[u8]) -> u64 {
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        hash
+    }
+
+    /// The audit's forged session prefix (issue 14): its FNV key was
+    /// `cell-2`'s, so one request could overwrite `cell-2`'s answer.
+    const FORGED_CELL_2: &str = "cell-296371275170884690274592503895712990101298676239";
+
+    #[test]
+    fn the_audits_fnv_collision_no_longer_shares_a_key() {
+        let victim = req("SESSION_PREFIX", Some("cell-2"), Target::Web);
+        let forged = req("SESSION_PREFIX", Some(FORGED_CELL_2), Target::Web);
+        assert_eq!(fnv_key(&victim), "session_prefix-web-76814df7c944ff7a");
+        assert_eq!(fnv_key(&forged), fnv_key(&victim), "the old scheme confused them");
+        assert_ne!(forged.cache_key(), victim.cache_key());
+        assert_ne!(forged.body(), victim.body());
+    }
+    /// A fresh pair of questions the old scheme confused, built on every
+    /// run: FNV-1a is a chain of bijections, so two values whose states
+    /// collide keep colliding under any common suffix (and the audit's
+    /// pair collides in state, as the body ends the same). SHA-256 keys and
+    /// body-keyed memory maps keep every such pair apart.
+    #[test]
+    fn fresh_fnv_collisions_no_longer_share_a_key() {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        for (i, target) in [Target::Web, Target::Registry].into_iter().enumerate() {
+            let suffix = format!("-{:x}", fnv1a64(seed, &[i as u8]));
+            let victim = req("SESSION_PREFIX", Some(&format!("cell-2{suffix}")), target);
+            let forged = req(
+                "SESSION_PREFIX",
+                Some(&format!("{FORGED_CELL_2}{suffix}")),
+                target,
+            );
+            assert_eq!(fnv_key(&forged), fnv_key(&victim), "{suffix}");
+            assert_ne!(forged.cache_key(), victim.cache_key(), "{suffix}");
+        }
     }
 
     #[test]

@@ -245,6 +245,27 @@ impl Config {
         };
         (config, problems)
     }
+
+    /// The deployment's namespace in the shared cache: 32 hex digits of the
+    /// SHA-256 of the Topology Service URL and the legacy cell. Cloudflare's
+    /// `caches.default` is one per zone, shared by every Worker on it
+    /// (staging, production, the registry deployments): without a
+    /// namespace one environment would read another's answers (issue 14).
+    /// Deployments that ask the same service and fall back to the same
+    /// legacy cell get the same answers, so they may share entries.
+    pub fn cache_namespace(&self) -> String {
+        use sha2::{Digest, Sha256};
+        use std::fmt::Write as _;
+        let mut hasher = Sha256::new();
+        hasher.update(self.topology_url.as_deref().unwrap_or("").as_bytes());
+        hasher.update(b"\n");
+        hasher.update(self.proxy_host.as_deref().unwrap_or("").as_bytes());
+        let mut out = String::with_capacity(32);
+        for byte in &hasher.finalize()[..16] {
+            let _ = write!(out, "{byte:02x}");
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -317,6 +338,25 @@ mod tests {
         assert!(c.signer.is_err());
         assert_eq!(c.signing_policy, SigningPolicy::Optional);
         assert!(problems[0].contains("forwarded unsigned"), "{problems:?}");
+    }
+
+    #[test]
+    fn cache_namespaces_separate_deployments() {
+        let ns = |url: &str, legacy: &str| {
+            read(&[
+                ("GITLAB_TOPOLOGY_SERVICE_URL", url),
+                ("GITLAB_PROXY_HOST", legacy),
+            ])
+            .0
+            .cache_namespace()
+        };
+        let production = ns("https://ts.gitlab.com", "legacy.gitlab.com");
+        assert_eq!(production.len(), 32);
+        assert_eq!(production, ns("https://ts.gitlab.com/", "legacy.gitlab.com"));
+        assert_ne!(production, ns("https://ts.staging.gitlab.com", "legacy.gitlab.com"));
+        assert_ne!(production, ns("https://ts.gitlab.com", "legacy.staging.gitlab.com"));
+        // No ambiguity from where one value ends and the other begins.
+        assert_ne!(ns("https://a.example", "b.example"), ns("https://a.exampleb", "example"));
     }
 
     #[test]

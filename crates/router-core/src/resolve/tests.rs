@@ -15,6 +15,7 @@ use crate::topology::CellAnswer;
 struct FakePlatform {
     now: Cell<u64>,
     gate: Rc<Gate>,
+    warnings: RefCell<Vec<String>>,
 }
 
 impl Platform for Rc<FakePlatform> {
@@ -28,6 +29,9 @@ impl Platform for Rc<FakePlatform> {
         // Time stands still while the gate is closed.
         self.gate.wait().await;
         self.now.set(self.now.get() + u64::from(ms));
+    }
+    fn warn(&self, message: &str) {
+        self.warnings.borrow_mut().push(message.to_string());
     }
 }
 
@@ -144,6 +148,7 @@ fn setup() -> (
     let platform = Rc::new(FakePlatform {
         now: Cell::new(1_000_000),
         gate: gate.clone(),
+        ..Default::default()
     });
     let service = Rc::new(FakeService {
         platform: platform.clone(),
@@ -419,6 +424,7 @@ fn expired_keys_asked_again_are_kept_once() {
     // stale copy that would evict the live entry early).
     let mut cache = MemoryCache::new(10);
     let answer = |expires_at_ms| CachedAnswer {
+        question: String::new(),
         classification: Classification::NotFound,
         expires_at_ms,
         tags: Vec::new(),
@@ -444,4 +450,72 @@ fn backoff_grows_caps_and_jitters() {
     assert_eq!(p.backoff_ms(10, 1.0), 500);
     assert_eq!(p.backoff_ms(40, 1.0), 500);
     assert_eq!(p.worst_case_ms(), 3000 + 50 + 100);
+}
+
+/// The audit's forged session prefix, whose FNV-1a key was `cell-2`'s
+/// (issue 14).
+const FORGED_CELL_2: &str = "cell-296371275170884690274592503895712990101298676239";
+
+#[test]
+fn a_forged_value_cannot_poison_its_victims_entry() {
+    let (resolver, service, shared, _) = setup();
+    service.push(status(404));
+    let forged = run(resolver.resolve(&session(FORGED_CELL_2)));
+    assert_eq!(forged.classification, Some(Classification::NotFound));
+    service.push(found("cell-2", "max-age=60"));
+    let victim = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (victim.level, address(&victim)),
+        (CacheLevel::Service, Some("cell-2"))
+    );
+    assert_eq!(service.calls.get(), 2, "two questions, two calls");
+    assert_eq!(shared.entries.borrow().len(), 2, "two shared entries");
+    assert_eq!(resolver.memory_len(), 2, "two memory entries");
+}
+
+#[test]
+fn a_shared_entry_answering_another_question_is_a_miss_and_a_warning() {
+    let (resolver, service, shared, platform) = setup();
+    // Whatever lands under cell-2's key (a collision, a bug, an old format),
+    // an answer to another question is not used.
+    let key = session("cell-2").cache_key();
+    shared.entries.borrow_mut().insert(
+        key.clone(),
+        CachedAnswer {
+            question: session(FORGED_CELL_2).body(),
+            classification: Classification::NotFound,
+            expires_at_ms: platform.now.get() + 60_000,
+            tags: Vec::new(),
+        },
+    );
+    service.push(found("cell-2", "max-age=60"));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, address(&r)),
+        (CacheLevel::Service, Some("cell-2"))
+    );
+    let warnings = platform.warnings.borrow();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains(&key), "{warnings:?}");
+    // And the service's answer replaced the entry.
+    assert_eq!(
+        shared.entries.borrow()[&key].question,
+        session("cell-2").body()
+    );
+}
+
+#[test]
+fn a_redirect_is_a_service_error_retried_like_a_5xx() {
+    let (resolver, service, shared, _) = setup();
+    for _ in 0..3 {
+        service.push(status(307));
+    }
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 3));
+    assert_eq!(r.error, Some(RouterError::TopologyStatus(307)));
+    assert!(shared.entries.borrow().is_empty(), "nothing cached");
+    service.push(status(302));
+    service.push(found("cell-2", "max-age=60"));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((r.level, r.attempts), (CacheLevel::Service, 2));
 }
