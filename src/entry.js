@@ -115,17 +115,18 @@ function restartWasm() {
  * `routerSetup`'s answer, once per instance, made ready for `scanHeaders`
  * and `forward`: the header names the rules need (as a name → position
  * map; null when they need every header), the client headers always
- * dropped (a Set), the headers a plan sets, the router's header prefix.
+ * dropped (a Set), the headers a plan sets, the prefixes of client headers
+ * always dropped.
  */
 let setup;
 
 function loadSetup(env) {
-  const [names, baseDrop, setNames, routerPrefix, seed] = glue.routerSetup(env);
+  const [names, baseDrop, setNames, dropPrefixes, seed] = glue.routerSetup(env);
   return {
     wanted: names === null ? null : new Map(names.map((name, i) => [name, i])),
     baseDrop: new Set(baseDrop),
     setNames,
-    routerPrefix,
+    dropPrefixes,
     signingKey: seed === null ? null : importSigningKey(seed),
   };
 }
@@ -198,9 +199,9 @@ function failed(status, answer, why, logHead, started) {
 
 /** Forwards `request` as the plan (see `plan` in src/lib.rs) says. */
 async function forward(request, method, clientHeaderNames, plan, started) {
-  const [url, drop, host, proto, action, ruleType, signingInput, logHead, logTail, logAlways] =
+  const [url, drop, host, proto, action, ruleType, signingInput, logHead, logTail, logAlways, forwardedFor] =
     plan.split("\u0000");
-  const { baseDrop, setNames, routerPrefix } = setup;
+  const { baseDrop, setNames, dropPrefixes } = setup;
   let signature = "";
   if (signingInput !== "") {
     try {
@@ -213,9 +214,12 @@ async function forward(request, method, clientHeaderNames, plan, started) {
   const dropped = drop === "" ? baseDrop : new Set(drop.split(","));
   const headers = new Headers(request.headers);
   for (const name of clientHeaderNames) {
-    if (dropped.has(name) || name.startsWith(routerPrefix)) headers.delete(name);
+    // Names compare with "_" read as "-" (forward::drop_key): Rack maps
+    // X_Forwarded_Host and X-Forwarded-Host to the same variable.
+    const key = name.includes("_") ? name.replaceAll("_", "-") : name;
+    if (dropped.has(key) || dropPrefixes.some((prefix) => key.startsWith(prefix))) headers.delete(name);
   }
-  const values = [host, proto, action, ruleType, signature];
+  const values = [host, proto, action, ruleType, signature, forwardedFor];
   for (let i = 0; i < setNames.length; i++) {
     if (values[i] !== "") headers.set(setNames[i], values[i]);
   }

@@ -23,7 +23,8 @@ use std::rc::Rc;
 
 use router_core::config::{Config, RequestLogging, SigningPolicy};
 use router_core::forward::{
-    self, AllowList, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_HOST, X_FORWARDED_PROTO,
+    self, AllowList, CF_CONNECTING_IP, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_FOR,
+    X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 use router_core::log::RequestLog;
 use router_core::request::UrlParts;
@@ -50,9 +51,22 @@ struct Isolate {
     allowed: AllowList,
     resolver: Option<EdgeResolver>,
     /// The headers the entry reads per request (the rules' plus
-    /// `connection` and `upgrade`); `None`: the rules need every header.
+    /// [`EDGE_HEADERS`]); `None`: the rules need every header.
     header_names: Option<Vec<String>>,
+    /// Headers a client's `Connection` can never have removed, besides
+    /// those `forward` always keeps: the ones the rules read.
+    relied_on: Vec<String>,
 }
+
+/// Headers the edge reads besides the rules': for hop-by-hop handling, for
+/// `X-Forwarded-For`, and for the signature.
+const EDGE_HEADERS: &[&str] = &[
+    "connection",
+    "upgrade",
+    CF_CONNECTING_IP,
+    "content-length",
+    "content-type",
+];
 
 thread_local! {
     static ISOLATE: OnceCell<Rc<Isolate>> = const { OnceCell::new() };
@@ -123,13 +137,14 @@ impl Isolate {
                 config.client.clone(),
             )
         });
-        let header_names = match ruleset.as_ref().map(Ruleset::header_interest) {
+        let rule_headers = match ruleset.as_ref().map(Ruleset::header_interest) {
             Some(HeaderInterest::All) => None,
             Some(HeaderInterest::Names(names)) => Some(names.clone()),
             None => Some(Vec::new()),
-        }
-        .map(|mut names| {
-            for extra in ["connection", "upgrade"] {
+        };
+        let relied_on = rule_headers.clone().unwrap_or_default();
+        let header_names = rule_headers.map(|mut names| {
+            for extra in EDGE_HEADERS {
                 if !names.iter().any(|n| n == extra) {
                     names.push(extra.to_string());
                 }
@@ -142,6 +157,7 @@ impl Isolate {
             allowed,
             resolver,
             header_names,
+            relied_on,
         }
     }
 }
@@ -160,8 +176,9 @@ fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array 
 
 /// What the entry needs once per isolate: `[header names (null: all of
 /// them), client headers always dropped, the headers a plan sets (in the
-/// plan's order), the prefix of the router's own headers, the Ed25519 seed
-/// requests are signed with (null: not signing)]`.
+/// plan's order), the prefixes of client headers always dropped, the
+/// Ed25519 seed requests are signed with (null: not signing)]`. The entry
+/// compares client header names with `_` read as `-` (`forward::drop_key`).
 #[wasm_bindgen(js_name = routerSetup)]
 pub fn router_setup(env: Env) -> js_sys::Array {
     let iso = isolate(&env);
@@ -175,16 +192,17 @@ pub fn router_setup(env: Env) -> js_sys::Array {
     };
     js_sys::Array::of5(
         &names,
-        &js_array(forward::dropped_names(None, None)).into(),
+        &js_array(forward::dropped_names(None, None, &[])).into(),
         &js_array([
             X_FORWARDED_HOST,
             X_FORWARDED_PROTO,
             RULE_ACTION_HEADER,
             RULE_TYPE_HEADER,
             SIGNATURE_HEADER,
+            X_FORWARDED_FOR,
         ])
         .into(),
-        &JsValue::from_str(forward::ROUTER_HEADER_PREFIX),
+        &js_array(forward::FORBIDDEN_PREFIXES).into(),
         &seed,
     )
 }
@@ -420,6 +438,7 @@ fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
 /// | sign | what the entry signs for `X-Gitlab-Http-Router-Signature` (the JWT's header and claims; empty: not signed) |
 /// | log head, log tail | the log line around `"status":…,"duration_ms":…` |
 /// | log always | `1`: log whatever the status; `0`: only a 5xx |
+/// | for | `X-Forwarded-For` (empty: not set) |
 fn plan<'a>(
     iso: &'a Isolate,
     incoming: &'a Incoming,
@@ -487,12 +506,13 @@ fn plan<'a>(
     let drop = if connection.is_none() && upgrade.is_none() {
         String::new()
     } else {
-        forward::dropped_names(connection, upgrade).join(",")
+        forward::dropped_names(connection, upgrade, &iso.relied_on).join(",")
     };
     let (log_head, log_tail) = log.to_json_around_status();
     let log_always =
         iso.config.request_logging == RequestLogging::All || log.is_notable_whatever_the_status();
-    let fields: [&str; 10] = [
+    let forwarded_for = forward::forwarded_for(parts.header(CF_CONNECTING_IP)).unwrap_or("");
+    let fields: [&str; 11] = [
         &url,
         &drop,
         &incoming.public_host,
@@ -503,6 +523,7 @@ fn plan<'a>(
         &log_head,
         &log_tail,
         if log_always { "1" } else { "0" },
+        forwarded_for,
     ];
     Ok(fields.join(SEPARATOR))
 }
