@@ -487,6 +487,8 @@ fn plan<'a>(
             query: &parts.query,
             rule: log.rule,
             classify_type: rule_type,
+            content_length: parts.header("content-length"),
+            content_type: parts.header("content-type"),
             jti: &io::random_uuid(),
             now_ms: js_sys::Date::now() as u64,
         })),

@@ -178,7 +178,12 @@ impl Config {
             stale_if_error: number(vars::CACHE_STALE, cache_defaults.stale_if_error, 0, 86_400),
         };
 
-        let ttl = number(vars::SIGNATURE_TTL, 60, 1, 3600);
+        let ttl = number(
+            vars::SIGNATURE_TTL,
+            crate::signing::DEFAULT_TTL_SECS,
+            1,
+            3600,
+        );
         let signing_policy = match get(vars::SIGNING_POLICY).as_deref() {
             None | Some("optional") => SigningPolicy::Optional,
             Some("required") => SigningPolicy::Required,
@@ -190,7 +195,8 @@ impl Config {
                 SigningPolicy::Required
             }
         };
-        let issuer = get(vars::SIGNING_ISSUER).unwrap_or_else(|| "gitlab-http-router".to_string());
+        let issuer = get(vars::SIGNING_ISSUER)
+            .unwrap_or_else(|| crate::signing::DEFAULT_ISSUER.to_string());
         let signer = match get(vars::SIGNING_KEY) {
             None => Ok(None),
             Some(key) => crate::signing::Signer::from_base64(&key, &issuer, ttl).map(Some),
