@@ -174,9 +174,38 @@ describe("Topology Service failures", () => {
         assert.equal(r.cell, "1", "unknown keys fall back to the legacy cell");
         assert.ok(r.ms < WORST_CASE_MS + 500, `took ${r.ms} ms`);
       }
-      const line = await waitForLog(stack, (l) => l.path === "/down-0");
-      assert.equal(line.cache, "fallback");
-      assert.equal(line.attempts, 3);
+      // The stale request's 3 failed attempts and /down-0's first 2 open
+      // the breaker (5 in a row): later requests make no call at all.
+      const first = await waitForLog(stack, (l) => l.path === "/down-0");
+      assert.equal(first.cache, "fallback");
+      assert.equal(first.attempts, 2);
+      const later = await waitForLog(stack, (l) => l.path === "/down-9");
+      assert.equal(later.cache, "fallback");
+      assert.equal(later.attempts, undefined, "no attempt while the breaker is open");
+      assert.match(later.error, /circuit open/);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("an outage costs the service a few calls, not three per request (retry budget and breaker)", async () => {
+    const stack = await startStack({ vars: { GITLAB_TOPOLOGY_BREAKER_OPEN_MS: "1000" } });
+    try {
+      await faults(stack, { error_rate: 1, error_status: 503 });
+      const started = Date.now();
+      for (let i = 0; i < 100; i++) {
+        // A new key every time, as an attacker or a cold cache would send.
+        const r = await cellFor(stack, 1000 + i, { path: `/outage-${i}` });
+        assert.equal(r.cell, "1");
+      }
+      const seconds = (Date.now() - started) / 1000;
+      const calls = (await stats(stack)).classify_calls;
+      console.log(`service calls for 100 requests during an outage (503s) through workerd: ${calls} in ${seconds.toFixed(1)} s`);
+      // 5 failures open the breaker; then one probe per second (open_ms).
+      assert.ok(calls <= 5 + Math.ceil(seconds) + 1, `${calls} calls in ${seconds} s`);
+      await faults(stack, { error_rate: 0 });
+      await sleep(1100);
+      assert.equal((await cellFor(stack, 2, { path: "/recovered" })).cell, "2", "a probe closes the breaker once the service is back");
     } finally {
       await stack.stop();
     }

@@ -4,6 +4,7 @@
 //! (logged once per isolate by the edge) and the safe default is used.
 
 use crate::forward::{validate_address, AllowList};
+use crate::guard::GuardPolicy;
 use crate::resolve::ClientPolicy;
 use crate::topology::CachePolicy;
 
@@ -25,6 +26,10 @@ pub mod vars {
     pub const CACHE_NEGATIVE_TTL: &str = "GITLAB_CACHE_NEGATIVE_TTL_SECONDS";
     pub const CACHE_STALE: &str = "GITLAB_CACHE_STALE_IF_ERROR_SECONDS";
     pub const MEMORY_ENTRIES: &str = "GITLAB_MEMORY_CACHE_ENTRIES";
+    pub const RETRY_BUDGET_PERCENT: &str = "GITLAB_TOPOLOGY_RETRY_BUDGET_PERCENT";
+    pub const RETRY_BUDGET_MIN: &str = "GITLAB_TOPOLOGY_RETRY_BUDGET_MIN";
+    pub const BREAKER_FAILURES: &str = "GITLAB_TOPOLOGY_BREAKER_FAILURES";
+    pub const BREAKER_OPEN_MS: &str = "GITLAB_TOPOLOGY_BREAKER_OPEN_MS";
     pub const SIGNING_KEY: &str = "GITLAB_ROUTER_SIGNING_KEY";
     pub const SIGNING_POLICY: &str = "GITLAB_ROUTER_SIGNING_POLICY";
     pub const SIGNATURE_TTL: &str = "GITLAB_ROUTER_SIGNATURE_TTL_SECONDS";
@@ -159,6 +164,33 @@ impl Config {
                 1,
                 1_000_000,
             ) as usize,
+            guard: GuardPolicy {
+                retry_percent: number(
+                    vars::RETRY_BUDGET_PERCENT,
+                    defaults.guard.retry_percent,
+                    0,
+                    1_000,
+                ),
+                min_retries: number(
+                    vars::RETRY_BUDGET_MIN,
+                    defaults.guard.min_retries,
+                    0,
+                    100_000,
+                ),
+                failures: number(
+                    vars::BREAKER_FAILURES,
+                    defaults.guard.failures,
+                    0,
+                    10_000,
+                ),
+                open_ms: number(
+                    vars::BREAKER_OPEN_MS,
+                    defaults.guard.open_ms,
+                    100,
+                    600_000,
+                ),
+                ..defaults.guard
+            },
         };
         let cache_defaults = CachePolicy::default();
         let cache = CachePolicy {

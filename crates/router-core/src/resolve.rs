@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::classify::ClassifyRequest;
 use crate::error::RouterError;
+use crate::guard::{GuardPolicy, Refusal, ServiceGuard};
 use crate::topology::{cache_tags, parse_answer, CachePolicy, Classification};
 
 /// What the Topology Service sent back.
@@ -93,6 +94,8 @@ pub struct ClientPolicy {
     pub backoff_max_ms: u32,
     /// Entries the memory cache holds.
     pub memory_entries: usize,
+    /// The retry budget and circuit breaker ([`crate::guard`]).
+    pub guard: GuardPolicy,
 }
 
 impl Default for ClientPolicy {
@@ -103,6 +106,7 @@ impl Default for ClientPolicy {
             backoff_base_ms: 50,
             backoff_max_ms: 500,
             memory_entries: 10_000,
+            guard: GuardPolicy::default(),
         }
     }
 }
@@ -188,6 +192,7 @@ pub struct Resolver<T, C, P> {
     memory: RefCell<MemoryCache>,
     /// Keyed by the canonical body, like the memory cache.
     inflight: RefCell<HashMap<String, Slot>>,
+    guard: RefCell<ServiceGuard>,
 }
 
 impl<T, C, P> Resolver<T, C, P>
@@ -204,7 +209,9 @@ where
         client: ClientPolicy,
     ) -> Self {
         let memory = RefCell::new(MemoryCache::new(client.memory_entries));
+        let guard = RefCell::new(ServiceGuard::new(client.guard, client.worst_case_ms()));
         Resolver {
+            guard,
             transport,
             shared,
             platform,
@@ -311,6 +318,13 @@ where
         }
 
         let started = self.platform.now_ms();
+        if let Err(refusal) = self.guard.borrow_mut().allow_first(started) {
+            let why = match refusal {
+                Refusal::Open => "circuit open",
+                Refusal::Budget => "retry budget spent",
+            };
+            return self.failed(key, RouterError::TopologyGuarded(why), 0, None);
+        }
         let (result, attempts) = self.call_service(key).await;
         let service_ms = Some(self.platform.now_ms().saturating_sub(started));
         match result {
@@ -341,32 +355,44 @@ where
                     error: None,
                 }
             }
-            Err(error) => {
-                let now = self.platform.now_ms();
-                let stale = self
-                    .memory
-                    .borrow_mut()
-                    .get(key, now)
-                    .map(|(e, _)| e.classification.clone());
-                Resolution {
-                    level: if stale.is_some() {
-                        CacheLevel::Stale
-                    } else {
-                        CacheLevel::Fallback
-                    },
-                    classification: stale,
-                    attempts,
-                    service_ms,
-                    coalesced: false,
-                    error: Some(error),
-                }
-            }
+            Err(error) => self.failed(key, error, attempts, service_ms),
+        }
+    }
+
+    /// No answer from the service: a stale memory entry, else the legacy
+    /// cell.
+    fn failed(
+        &self,
+        key: &str,
+        error: RouterError,
+        attempts: u32,
+        service_ms: Option<u64>,
+    ) -> Resolution {
+        let now = self.platform.now_ms();
+        let stale = self
+            .memory
+            .borrow_mut()
+            .get(key, now)
+            .map(|(e, _)| e.classification.clone());
+        Resolution {
+            level: if stale.is_some() {
+                CacheLevel::Stale
+            } else {
+                CacheLevel::Fallback
+            },
+            classification: stale,
+            attempts,
+            service_ms,
+            coalesced: false,
+            error: Some(error),
         }
     }
 
     /// Calls the service with retries on timeouts, connection errors, 5xx
     /// and 3xx (the transport never follows a redirect: a 3xx is a service
-    /// error like a 5xx); never on 4xx or an answer it cannot read.
+    /// error like a 5xx); never on 4xx or an answer it cannot read. Every
+    /// attempt's outcome feeds the breaker, and a retry needs the breaker
+    /// closed and room in the retry budget.
     async fn call_service(
         &self,
         body: &str,
@@ -374,24 +400,36 @@ where
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let error = match self.transport.classify(body, self.client.timeout_ms).await {
+            let outcome = self.transport.classify(body, self.client.timeout_ms).await;
+            let error = match outcome {
                 Ok(raw) => match parse_answer(raw.status, &raw.body) {
-                    Ok(classification) => return (Ok((classification, raw)), attempt),
+                    Ok(classification) => {
+                        self.guard.borrow_mut().record(true, self.platform.now_ms());
+                        return (Ok((classification, raw)), attempt);
+                    }
                     Err(e @ RouterError::TopologyStatus(status))
                         if status >= 500 || (300..400).contains(&status) =>
                     {
                         e
                     }
-                    Err(e) => return (Err(e), attempt),
+                    Err(e) => {
+                        // The service answered (a 4xx, an odd body): it is up.
+                        self.guard.borrow_mut().record(true, self.platform.now_ms());
+                        return (Err(e), attempt);
+                    }
                 },
                 Err(TransportError::Timeout) => {
                     RouterError::TopologyTimeout(self.client.timeout_ms)
                 }
                 Err(TransportError::Connect(why)) => RouterError::TopologyUnreachable(why),
             };
-            if attempt > self.client.retries {
+            let now = self.platform.now_ms();
+            let mut guard = self.guard.borrow_mut();
+            guard.record(false, now);
+            if attempt > self.client.retries || guard.allow_retry(now).is_err() {
                 return (Err(error), attempt);
             }
+            drop(guard);
             let delay = self.client.backoff_ms(attempt, self.platform.random());
             self.platform.sleep(delay).await;
         }

@@ -8,6 +8,7 @@ use futures_util::task::LocalSpawnExt;
 
 use super::*;
 use crate::classify::{ClassifyKind, Target};
+use crate::guard::GuardPolicy;
 use crate::topology::CellAnswer;
 
 /// A virtual clock: sleeping advances it at once, so tests are exact.
@@ -518,4 +519,69 @@ fn a_redirect_is_a_service_error_retried_like_a_5xx() {
     service.push(found("cell-2", "max-age=60"));
     let r = run(resolver.resolve(&session("cell-2")));
     assert_eq!((r.level, r.attempts), (CacheLevel::Service, 2));
+}
+
+/// Service calls for 1,000 requests, each for a new key, 10 ms apart,
+/// while every call fails (connection refused).
+fn calls_during_an_outage(guard: GuardPolicy) -> u32 {
+    let (_, service, shared, platform) = setup();
+    let resolver = Resolver::new(
+        service.clone(),
+        shared,
+        platform.clone(),
+        CachePolicy::default(),
+        ClientPolicy {
+            guard,
+            ..Default::default()
+        },
+    );
+    for i in 0..1000 {
+        platform.now.set(platform.now.get() + 10);
+        let r = run(resolver.resolve(&session(&format!("cell-{i}"))));
+        assert_eq!(r.level, CacheLevel::Fallback);
+        assert!(r.error.is_some());
+    }
+    service.calls.get()
+}
+
+/// Issue 14's figure: service calls per 1,000 requests during an outage,
+/// before (every request 1 + 2 retries) and after (retry budget and
+/// breaker). Run with `--nocapture` to see them.
+#[test]
+fn an_outage_costs_the_service_about_one_call_per_open_period() {
+    let before = calls_during_an_outage(GuardPolicy::unlimited());
+    let after = calls_during_an_outage(GuardPolicy::default());
+    eprintln!("service calls per 1,000 requests during an outage: before {before}, after {after}");
+    assert_eq!(before, 3000);
+    // 5 failures open the breaker; then one probe per 5 s over the ~10 s
+    // the requests take (plus their own attempts' time).
+    assert!(after <= 10, "{after}");
+}
+
+#[test]
+fn an_open_breaker_answers_from_stale_entries_without_calling() {
+    let (resolver, service, _, platform) = setup();
+    service.push(found("cell-2", "max-age=1"));
+    run(resolver.resolve(&session("cell-2")));
+    platform.now.set(platform.now.get() + 2_000);
+    // Five failed attempts (two requests) open the breaker.
+    for key in ["cell-3", "cell-4"] {
+        run(resolver.resolve(&session(key)));
+    }
+    let calls = service.calls.get();
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, address(&r), r.attempts),
+        (CacheLevel::Stale, Some("cell-2"), 0)
+    );
+    assert_eq!(
+        r.error,
+        Some(RouterError::TopologyGuarded("circuit open"))
+    );
+    assert_eq!(service.calls.get(), calls, "no call while open");
+    // After the open period one probe goes; its success closes the breaker.
+    platform.now.set(platform.now.get() + 5_000);
+    service.push(found("cell-2", "max-age=60"));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((r.level, r.attempts), (CacheLevel::Service, 1));
 }
