@@ -261,7 +261,11 @@ mod tests {
         let victim = req("SESSION_PREFIX", Some("cell-2"), Target::Web);
         let forged = req("SESSION_PREFIX", Some(FORGED_CELL_2), Target::Web);
         assert_eq!(fnv_key(&victim), "session_prefix-web-76814df7c944ff7a");
-        assert_eq!(fnv_key(&forged), fnv_key(&victim), "the old scheme confused them");
+        assert_eq!(
+            fnv_key(&forged),
+            fnv_key(&victim),
+            "the old scheme confused them"
+        );
         assert_ne!(forged.cache_key(), victim.cache_key());
         assert_ne!(forged.body(), victim.body());
     }

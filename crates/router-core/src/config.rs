@@ -177,18 +177,8 @@ impl Config {
                     0,
                     100_000,
                 ),
-                failures: number(
-                    vars::BREAKER_FAILURES,
-                    defaults.guard.failures,
-                    0,
-                    10_000,
-                ),
-                open_ms: number(
-                    vars::BREAKER_OPEN_MS,
-                    defaults.guard.open_ms,
-                    100,
-                    600_000,
-                ),
+                failures: number(vars::BREAKER_FAILURES, defaults.guard.failures, 0, 10_000),
+                open_ms: number(vars::BREAKER_OPEN_MS, defaults.guard.open_ms, 100, 600_000),
                 ..defaults.guard
             },
         };
@@ -227,8 +217,8 @@ impl Config {
                 SigningPolicy::Required
             }
         };
-        let issuer = get(vars::SIGNING_ISSUER)
-            .unwrap_or_else(|| crate::signing::DEFAULT_ISSUER.to_string());
+        let issuer =
+            get(vars::SIGNING_ISSUER).unwrap_or_else(|| crate::signing::DEFAULT_ISSUER.to_string());
         let signer = match get(vars::SIGNING_KEY) {
             None => Ok(None),
             Some(key) => crate::signing::Signer::from_base64(&key, &issuer, ttl).map(Some),
@@ -390,11 +380,23 @@ mod tests {
         };
         let production = ns("https://ts.gitlab.com", "legacy.gitlab.com");
         assert_eq!(production.len(), 32);
-        assert_eq!(production, ns("https://ts.gitlab.com/", "legacy.gitlab.com"));
-        assert_ne!(production, ns("https://ts.staging.gitlab.com", "legacy.gitlab.com"));
-        assert_ne!(production, ns("https://ts.gitlab.com", "legacy.staging.gitlab.com"));
+        assert_eq!(
+            production,
+            ns("https://ts.gitlab.com/", "legacy.gitlab.com")
+        );
+        assert_ne!(
+            production,
+            ns("https://ts.staging.gitlab.com", "legacy.gitlab.com")
+        );
+        assert_ne!(
+            production,
+            ns("https://ts.gitlab.com", "legacy.staging.gitlab.com")
+        );
         // No ambiguity from where one value ends and the other begins.
-        assert_ne!(ns("https://a.example", "b.example"), ns("https://a.exampleb", "example"));
+        assert_ne!(
+            ns("https://a.example", "b.example"),
+            ns("https://a.exampleb", "example")
+        );
     }
 
     #[test]

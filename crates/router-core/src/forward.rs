@@ -144,7 +144,9 @@ pub fn forwarded_for(cf_connecting_ip: Option<&str>) -> Option<&str> {
     let ip = cf_connecting_ip?.trim();
     (!ip.is_empty()
         && ip.len() <= 45
-        && ip.bytes().all(|b| b.is_ascii_hexdigit() || b == b'.' || b == b':'))
+        && ip
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b'.' || b == b':'))
     .then_some(ip)
 }
 

@@ -65,11 +65,17 @@ pub enum Refusal {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Breaker {
-    Closed { failures: u32 },
-    Open { until_ms: u64 },
+    Closed {
+        failures: u32,
+    },
+    Open {
+        until_ms: u64,
+    },
     /// One probe is out; another may go after `until_ms` (the probe's
     /// request may have been cancelled and never report back).
-    Probing { until_ms: u64 },
+    Probing {
+        until_ms: u64,
+    },
 }
 
 /// The guard's state; see the module docs.
@@ -187,9 +193,17 @@ mod tests {
         // After open_ms one probe goes; others wait for it.
         assert_eq!(g.allow_first(6_010), Ok(()));
         assert_eq!(g.allow_first(6_011), Err(Refusal::Open));
-        assert_eq!(g.allow_retry(6_012), Err(Refusal::Open), "a probe never retries");
+        assert_eq!(
+            g.allow_retry(6_012),
+            Err(Refusal::Open),
+            "a probe never retries"
+        );
         g.record(false, 6_100);
-        assert_eq!(g.allow_first(6_200), Err(Refusal::Open), "a failed probe reopens");
+        assert_eq!(
+            g.allow_first(6_200),
+            Err(Refusal::Open),
+            "a failed probe reopens"
+        );
         assert_eq!(g.allow_first(11_100), Ok(()));
         g.record(true, 11_150);
         assert!(!g.is_open());
@@ -219,7 +233,11 @@ mod tests {
         }
         assert_eq!(g.allow_first(5_000), Ok(()));
         assert_eq!(g.allow_first(7_999), Err(Refusal::Open));
-        assert_eq!(g.allow_first(8_000), Ok(()), "the first probe's request is gone");
+        assert_eq!(
+            g.allow_first(8_000),
+            Ok(()),
+            "the first probe's request is gone"
+        );
     }
 
     #[test]

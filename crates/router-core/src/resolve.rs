@@ -424,12 +424,14 @@ where
                 Err(TransportError::Connect(why)) => RouterError::TopologyUnreachable(why),
             };
             let now = self.platform.now_ms();
-            let mut guard = self.guard.borrow_mut();
-            guard.record(false, now);
-            if attempt > self.client.retries || guard.allow_retry(now).is_err() {
+            let retry = {
+                let mut guard = self.guard.borrow_mut();
+                guard.record(false, now);
+                attempt <= self.client.retries && guard.allow_retry(now).is_ok()
+            };
+            if !retry {
                 return (Err(error), attempt);
             }
-            drop(guard);
             let delay = self.client.backoff_ms(attempt, self.platform.random());
             self.platform.sleep(delay).await;
         }

@@ -225,10 +225,22 @@ pub enum VerifyError {
     Expired,
     NotYetValid,
     /// `exp - iat` is longer than the verifier accepts (or either is missing).
-    LifetimeTooLong { secs: i64, max: u32 },
-    WrongIssuer { expected: String, got: String },
-    WrongAudience { expected: String, got: String },
-    WrongMethod { expected: String, got: String },
+    LifetimeTooLong {
+        secs: i64,
+        max: u32,
+    },
+    WrongIssuer {
+        expected: String,
+        got: String,
+    },
+    WrongAudience {
+        expected: String,
+        got: String,
+    },
+    WrongMethod {
+        expected: String,
+        got: String,
+    },
     WrongPath,
     /// `Content-Length` or `Content-Type` differ from what was signed.
     WrongBody(&'static str),
@@ -245,7 +257,10 @@ impl fmt::Display for VerifyError {
             VerifyError::Expired => write!(f, "token expired"),
             VerifyError::NotYetValid => write!(f, "token issued in the future or not yet valid"),
             VerifyError::LifetimeTooLong { secs, max } => {
-                write!(f, "token lifetime {secs} s exceeds {max} s (or iat/exp missing)")
+                write!(
+                    f,
+                    "token lifetime {secs} s exceeds {max} s (or iat/exp missing)"
+                )
             }
             VerifyError::WrongIssuer { expected, got } => {
                 write!(f, "issuer {got:?} is not {expected:?}")
@@ -722,9 +737,7 @@ mod tests {
         let s = signer();
         let mut claims = s.claims(&request());
         edit(&mut claims);
-        Ed25519
-            .token(&Signer::header(), &claims, &s.key)
-            .unwrap()
+        Ed25519.token(&Signer::header(), &claims, &s.key).unwrap()
     }
 
     fn key() -> PublicKey {

@@ -574,10 +574,7 @@ fn an_open_breaker_answers_from_stale_entries_without_calling() {
         (r.level, address(&r), r.attempts),
         (CacheLevel::Stale, Some("cell-2"), 0)
     );
-    assert_eq!(
-        r.error,
-        Some(RouterError::TopologyGuarded("circuit open"))
-    );
+    assert_eq!(r.error, Some(RouterError::TopologyGuarded("circuit open")));
     assert_eq!(service.calls.get(), calls, "no call while open");
     // After the open period one probe goes; its success closes the breaker.
     platform.now.set(platform.now.get() + 5_000);
