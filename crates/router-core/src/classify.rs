@@ -292,6 +292,160 @@ mod tests {
         }
     }
 
+    /// Builds a fresh FNV-1a 64 collision (a generalised birthday search,
+    /// a second or two of CPU): FNV-1a of two equal-length strings from one
+    /// state differs by `sum c_i * P^(n-i)` (mod 2^64), where `c_i` is what
+    /// byte `i` adds in one string minus the other (`(l ^ b) - l`, `l` the
+    /// state's low byte), so a collision is small `c_i` that sum to 0: an
+    /// 8-list k-tree (Wagner) over 24 positions finds them, and each `c_i`
+    /// is then realised by printable bytes, position by position.
+    fn fnv_collision(prefix: &[u8]) -> Option<(String, String)> {
+        const P: u64 = 0x0100_0000_01b3;
+        const N: usize = 24;
+        const R: i64 = 25;
+        let mut weights = [0u64; N];
+        for (i, w) in weights.iter_mut().enumerate() {
+            *w = (0..N - i).fold(1u64, |acc, _| acc.wrapping_mul(P));
+        }
+        // Lists of (sum, provenance); level 0: every c in [-R, R]^3 for one
+        // group of three positions, provenance the packed triple.
+        type Entry = (u64, u64);
+        let leaves: Vec<Vec<Entry>> = (0..8)
+            .map(|g| {
+                let mut list = Vec::new();
+                for a in -R..=R {
+                    for b in -R..=R {
+                        for c in -R..=R {
+                            let sum = weights[3 * g]
+                                .wrapping_mul(a as u64)
+                                .wrapping_add(weights[3 * g + 1].wrapping_mul(b as u64))
+                                .wrapping_add(weights[3 * g + 2].wrapping_mul(c as u64));
+                            let packed = (((a + R) * 64 + (b + R)) * 64 + (c + R)) as u64;
+                            list.push((sum, packed));
+                        }
+                    }
+                }
+                list
+            })
+            .collect();
+        // Merges pairs of lists on `mask` (sums that are 0 under it),
+        // remembering which entries were joined.
+        let mut tree: Vec<Vec<Vec<(usize, usize)>>> = Vec::new();
+        let mut level = leaves
+            .iter()
+            .map(|l| l.iter().map(|e| e.0).collect())
+            .collect::<Vec<Vec<u64>>>();
+        for mask in [(1u64 << 16) - 1, (1u64 << 33) - 1, u64::MAX] {
+            let mut next = Vec::new();
+            let mut joins = Vec::new();
+            for pair in level.chunks(2) {
+                let (left, right) = (&pair[0], &pair[1]);
+                // Sorted by what each side needs from the other, then walked
+                // together.
+                let mut ls: Vec<(u64, usize)> = left
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| (l & mask, i))
+                    .collect();
+                let mut rs: Vec<(u64, usize)> = right
+                    .iter()
+                    .enumerate()
+                    .map(|(j, r)| (r.wrapping_neg() & mask, j))
+                    .collect();
+                ls.sort_unstable();
+                rs.sort_unstable();
+                let (mut sums, mut from) = (Vec::new(), Vec::new());
+                let mut start = 0;
+                for &(key, i) in &ls {
+                    while start < rs.len() && rs[start].0 < key {
+                        start += 1;
+                    }
+                    for &(_, j) in rs[start..].iter().take_while(|r| r.0 == key) {
+                        sums.push(left[i].wrapping_add(right[j]));
+                        from.push((i, j));
+                    }
+                }
+                next.push(sums);
+                joins.push(from);
+            }
+            level = next;
+            tree.push(joins);
+        }
+        // Every root is a solution; realise the first that printable bytes
+        // can carry.
+        let alphabet: Vec<u8> = (0x21u8..0x7f).filter(|b| !b"\"\\".contains(b)).collect();
+        'solutions: for root in 0..tree[2][0].len() {
+            // Walk back down to the eight leaf entries.
+            let mut nodes = vec![root];
+            for depth in (0..3).rev() {
+                nodes = nodes
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(k, &n)| {
+                        let (i, j) = tree[depth][k][n];
+                        [i, j]
+                    })
+                    .collect();
+            }
+            let mut c = [0i64; N];
+            for (g, &leaf) in nodes.iter().enumerate() {
+                let packed = leaves[g][leaf].1 as i64;
+                c[3 * g] = packed / 4096 - R;
+                c[3 * g + 1] = (packed / 64) % 64 - R;
+                c[3 * g + 2] = packed % 64 - R;
+            }
+            let start = fnv1a64(FNV_OFFSET, prefix);
+            let (mut h, mut h2) = (start, start);
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            for &ci in &c {
+                let (l, l2) = ((h & 0xff) as i64, (h2 & 0xff) as i64);
+                let pick = alphabet.iter().find_map(|&b| {
+                    let want = (l ^ i64::from(b)) - ci - l + l2;
+                    alphabet
+                        .iter()
+                        .find(|&&b2| (l2 ^ i64::from(b2)) == want)
+                        .map(|&b2| (b, b2))
+                });
+                let Some((b, b2)) = pick else {
+                    continue 'solutions;
+                };
+                h = fnv1a64(h, &[b]);
+                h2 = fnv1a64(h2, &[b2]);
+                x.push(b);
+                y.push(b2);
+            }
+            if h == h2 && x != y {
+                return Some((String::from_utf8(x).ok()?, String::from_utf8(y).ok()?));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_freshly_searched_fnv_collision_no_longer_shares_a_key() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        // A new prefix each run, so the collision is new each run.
+        let value_prefix = format!("cell-{nanos:08x}");
+        let body_prefix = format!(r#"{{"type":"SESSION_PREFIX","value":"{value_prefix}"#);
+        let (tail_a, tail_b) = fnv_collision(body_prefix.as_bytes()).expect("a collision");
+        let a = req(
+            "SESSION_PREFIX",
+            Some(&format!("{value_prefix}{tail_a}")),
+            Target::Web,
+        );
+        let b = req(
+            "SESSION_PREFIX",
+            Some(&format!("{value_prefix}{tail_b}")),
+            Target::Web,
+        );
+        assert_ne!(a.body(), b.body());
+        assert_eq!(fnv_key(&a), fnv_key(&b), "{} / {}", a.body(), b.body());
+        assert_ne!(a.cache_key(), b.cache_key());
+        eprintln!("FNV-1a collision: {} / {}", a.body(), b.body());
+    }
+
     #[test]
     fn rule_type_header_names_claims_in_camel_case() {
         assert_eq!(
