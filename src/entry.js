@@ -249,7 +249,10 @@ async function apply(request, method, clientHeaderNames, plan, started) {
   const dropped = drop === "" ? baseDrop : new Set(drop.split(ITEM));
   const headers = new Headers(request.headers);
   for (const name of clientHeaderNames) {
-    if (dropped.has(name) || dropPrefixes.some((prefix) => name.startsWith(prefix))) headers.delete(name);
+    // Names compare with "_" read as "-" (forward::drop_key): Rack maps
+    // X_Forwarded_Host and X-Forwarded-Host to the same variable.
+    const key = name.includes("_") ? name.replaceAll("_", "-") : name;
+    if (dropped.has(key) || dropPrefixes.some((prefix) => key.startsWith(prefix))) headers.delete(name);
   }
   const pairs = set.split(ITEM);
   for (let i = 0; i + 1 < pairs.length; i += 2) headers.set(pairs[i], pairs[i + 1]);

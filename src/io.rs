@@ -9,7 +9,7 @@ use router_core::resolve::{
 };
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{AbortSignal, Headers, Request, RequestInit, Response};
+use web_sys::{AbortSignal, Headers, Request, RequestInit, RequestRedirect, Response};
 
 /// Calls the global `fetch` (workerd has no `window`).
 pub fn global_fetch(request: &Request) -> js_sys::Promise {
@@ -61,6 +61,10 @@ impl FetchTransport {
         init.set_method("POST");
         init.set_headers(&headers);
         init.set_body(&JsValue::from_str(body));
+        // Never follow a redirect: it would resend the Access credentials to
+        // wherever `Location` points and route by that host's answer. A 3xx
+        // comes back as it is and the core treats it as a service error.
+        init.set_redirect(RequestRedirect::Manual);
         // One signal covers the whole attempt, body included.
         let signal = AbortSignal::timeout_with_u32(timeout_ms);
         init.set_signal(Some(&signal));
@@ -100,19 +104,28 @@ impl TopologyTransport for FetchTransport {
 }
 
 /// The Cloudflare Cache API (`caches.default`), shared by every isolate of
-/// a colo. Entries are JSON responses whose `Cache-Control` carries the TTL
-/// and whose `Cache-Tag` lets operators purge by tag. Writes are started
-/// and left in `pending` for the edge to hand to `waitUntil`, so no request
-/// waits for one.
-#[derive(Default)]
+/// a colo and by every Worker of the zone (staging, production and the
+/// registry deployments alike). Entries are JSON responses whose
+/// `Cache-Control` carries the TTL and whose `Cache-Tag` lets operators
+/// purge by tag. Keys are under the deployment's namespace
+/// ([`router_core::config::Config::cache_namespace`]), so one deployment
+/// never reads another's answers. Writes are started and left in `pending`
+/// for the edge to hand to `waitUntil`, so no request waits for one.
 pub struct CacheApi {
+    /// `https://gitlab-http-router.internal/<namespace>/v1/classify/`.
+    prefix: String,
     pending: RefCell<Vec<js_sys::Promise>>,
 }
 
-/// Cache keys are URLs; this host is never fetched.
-const CACHE_KEY_PREFIX: &str = "https://gitlab-http-router.internal/v1/classify/";
-
 impl CacheApi {
+    pub fn new(namespace: &str) -> CacheApi {
+        CacheApi {
+            // Cache keys are URLs; this host is never fetched.
+            prefix: format!("https://gitlab-http-router.internal/{namespace}/v1/classify/"),
+            pending: RefCell::default(),
+        }
+    }
+
     fn default_cache() -> Option<web_sys::Cache> {
         let caches = js_sys::Reflect::get(&js_sys::global(), &"caches".into()).ok()?;
         let default = js_sys::Reflect::get(&caches, &"default".into()).ok()?;
@@ -128,7 +141,7 @@ impl CacheApi {
 impl SharedCache for CacheApi {
     async fn get(&self, key: &str) -> Option<CachedAnswer> {
         let cache = Self::default_cache()?;
-        let found = JsFuture::from(cache.match_with_str(&format!("{CACHE_KEY_PREFIX}{key}")))
+        let found = JsFuture::from(cache.match_with_str(&format!("{}{key}", self.prefix)))
             .await
             .ok()?;
         let response: Response = found.dyn_into().ok()?;
@@ -156,7 +169,7 @@ impl SharedCache for CacheApi {
             return;
         };
         // A failed put costs only a later miss.
-        let promise = cache.put_with_str(&format!("{CACHE_KEY_PREFIX}{key}"), &response);
+        let promise = cache.put_with_str(&format!("{}{key}", self.prefix), &response);
         self.pending.borrow_mut().push(promise);
     }
 }
@@ -175,5 +188,10 @@ impl Platform for JsPlatform {
 
     async fn sleep(&self, ms: u32) {
         worker::Delay::from(Duration::from_millis(u64::from(ms))).await;
+    }
+
+    fn warn(&self, message: &str) {
+        let line = serde_json::json!({"level": "warn", "scope": "resolver", "message": message});
+        web_sys::console::error_1(&line.to_string().into());
     }
 }

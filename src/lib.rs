@@ -26,7 +26,8 @@ use std::rc::Rc;
 
 use router_core::config::{Config, RequestLogging, SigningPolicy};
 use router_core::forward::{
-    self, AllowList, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_HOST, X_FORWARDED_PROTO,
+    self, AllowList, CF_CONNECTING_IP, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_FOR,
+    X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 use router_core::log::RequestLog;
 use router_core::plan::{Answer, Failure, Forward, LogPlan, Plan, Signing};
@@ -55,9 +56,22 @@ struct Isolate {
     allowed: AllowList,
     resolver: Option<EdgeResolver>,
     /// The headers the entry reads per request (the rules' plus
-    /// `connection` and `upgrade`); `None`: the rules need every header.
+    /// [`EDGE_HEADERS`]); `None`: the rules need every header.
     header_names: Option<Vec<String>>,
+    /// Headers a client's `Connection` can never have removed, besides
+    /// those `forward` always keeps: the ones the rules read.
+    relied_on: Vec<String>,
 }
+
+/// Headers the edge reads besides the rules': for hop-by-hop handling, for
+/// `X-Forwarded-For`, and for the signature.
+const EDGE_HEADERS: &[&str] = &[
+    "connection",
+    "upgrade",
+    CF_CONNECTING_IP,
+    "content-length",
+    "content-type",
+];
 
 thread_local! {
     static ISOLATE: OnceCell<Rc<Isolate>> = const { OnceCell::new() };
@@ -126,19 +140,20 @@ impl Isolate {
                     config.client_id.clone(),
                     config.client_secret.clone(),
                 ),
-                io::CacheApi::default(),
+                io::CacheApi::new(&config.cache_namespace()),
                 io::JsPlatform,
                 config.cache.clone(),
                 config.client.clone(),
             )
         });
-        let header_names = match ruleset.as_ref().map(Ruleset::header_interest) {
+        let rule_headers = match ruleset.as_ref().map(Ruleset::header_interest) {
             Some(HeaderInterest::All) => None,
             Some(HeaderInterest::Names(names)) => Some(names.clone()),
             None => Some(Vec::new()),
-        }
-        .map(|mut names| {
-            for extra in ["connection", "upgrade"] {
+        };
+        let relied_on = rule_headers.clone().unwrap_or_default();
+        let header_names = rule_headers.map(|mut names| {
+            for extra in EDGE_HEADERS {
                 if !names.iter().any(|n| n == extra) {
                     names.push(extra.to_string());
                 }
@@ -151,6 +166,7 @@ impl Isolate {
             allowed,
             resolver,
             header_names,
+            relied_on,
         }
     }
 }
@@ -170,7 +186,8 @@ fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array 
 /// What the entry needs once per isolate: `[header names (null: all of
 /// them), client headers always dropped, prefixes of client headers always
 /// dropped, the Ed25519 seed requests are signed with (null: not
-/// signing)]`.
+/// signing)]`. The entry compares client header names with `_` read as `-`
+/// (`forward::drop_key`).
 #[wasm_bindgen(js_name = routerSetup)]
 pub fn router_setup(env: Env) -> js_sys::Array {
     let iso = isolate(&env);
@@ -184,8 +201,8 @@ pub fn router_setup(env: Env) -> js_sys::Array {
     };
     js_sys::Array::of4(
         &names,
-        &js_array(forward::dropped_names(None, None)).into(),
-        &js_array([forward::ROUTER_HEADER_PREFIX]).into(),
+        &js_array(forward::dropped_names(None, None, &[])).into(),
+        &js_array(forward::FORBIDDEN_PREFIXES).into(),
         &seed,
     )
 }
@@ -507,6 +524,8 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             query: &parts.query,
             rule: log.rule,
             classify_type: rule_type,
+            content_length: parts.header("content-length"),
+            content_type: parts.header("content-type"),
             jti: &io::random_uuid(),
             now_ms: js_sys::Date::now() as u64,
         })),
@@ -521,7 +540,7 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
     let drop = if connection.is_none() && upgrade.is_none() {
         Vec::new()
     } else {
-        forward::dropped_names(connection, upgrade)
+        forward::dropped_names(connection, upgrade, &iso.relied_on)
     };
     let mut set = vec![
         (X_FORWARDED_HOST.to_string(), incoming.public_host.clone()),
@@ -534,6 +553,9 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
     if let Some(rule_type) = rule_type {
         set.push((RULE_TYPE_HEADER.to_string(), rule_type.to_string()));
     }
+    if let Some(client) = forward::forwarded_for(parts.header(CF_CONNECTING_IP)) {
+        set.push((X_FORWARDED_FOR.to_string(), client.to_string()));
+    }
     let signing = signing_input.map(|input| Signing {
         input,
         header: SIGNATURE_HEADER.to_string(),
@@ -542,7 +564,7 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             log_error_open: log.error_open("request signing failed: "),
         }),
     });
-    Plan::Forward(Forward {
+    Plan::Forward(Box::new(Forward {
         url,
         drop,
         set,
@@ -552,5 +574,5 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             log_error_open: log.error_open("upstream fetch failed: "),
         },
         log: log_plan(&iso.config, &log),
-    })
+    }))
 }

@@ -3,17 +3,22 @@
 // answers, Cache-Tag, coalescing, retries, timeouts and the service down.
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, request, waitForLog, requestLogs, sessionCookie, getJson, postJson } from "./harness.mjs";
+import { startStack, startReady, stopChild, topologyToml, request, waitForLog, requestLogs, sessionCookie, getJson, postJson } from "./harness.mjs";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { createHash } from "node:crypto";
 
-/** The router's cache key for a classify body (FNV-1a 64, as the core). */
-function cacheKeyUrl(kind, body, target = "web") {
-  let hash = 0xcbf29ce484222325n;
-  for (const byte of Buffer.from(body)) {
-    hash ^= BigInt(byte);
-    hash = (hash * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return `https://gitlab-http-router.internal/v1/classify/${kind.toLowerCase()}-${target}-${hash.toString(16).padStart(16, "0")}`;
+/**
+ * The router's Cache API key for a classify body: under the deployment's
+ * namespace (SHA-256 of the service URL and the legacy cell), the kind, the
+ * target and the SHA-256 of the body, as the core makes them.
+ */
+function cacheKeyUrl(stack, kind, body, target = "web") {
+  const sha256 = (text) => createHash("sha256").update(text).digest("hex");
+  const namespace = sha256(`${stack.vars.GITLAB_TOPOLOGY_SERVICE_URL}\n${stack.vars.GITLAB_PROXY_HOST}`).slice(0, 32);
+  return `https://gitlab-http-router.internal/${namespace}/v1/classify/${kind.toLowerCase()}-${target}-${sha256(body)}`;
 }
 
 const stats = (stack) => getJson(`${stack.topology.admin}/_stats`);
@@ -94,7 +99,7 @@ describe("classification cache", () => {
       assert.equal((await stats(stack)).classify_calls, 1);
       assert.equal((await waitForLog(stack, (l) => l.path === "/other-isolate")).cache, "cache-api");
 
-      const key = cacheKeyUrl("SESSION_PREFIX", '{"type":"SESSION_PREFIX","value":"cell-3"}');
+      const key = cacheKeyUrl(stack, "SESSION_PREFIX", '{"type":"SESSION_PREFIX","value":"cell-3"}');
       const entry = await getJson(`${stack.probeUrl}/?key=${encodeURIComponent(key)}`);
       assert.ok(entry.found, `no Cache API entry at ${key}`);
       const tags = entry.cacheTag.split(",");
@@ -169,9 +174,38 @@ describe("Topology Service failures", () => {
         assert.equal(r.cell, "1", "unknown keys fall back to the legacy cell");
         assert.ok(r.ms < WORST_CASE_MS + 500, `took ${r.ms} ms`);
       }
-      const line = await waitForLog(stack, (l) => l.path === "/down-0");
-      assert.equal(line.cache, "fallback");
-      assert.equal(line.attempts, 3);
+      // The stale request's 3 failed attempts and /down-0's first 2 open
+      // the breaker (5 in a row): later requests make no call at all.
+      const first = await waitForLog(stack, (l) => l.path === "/down-0");
+      assert.equal(first.cache, "fallback");
+      assert.equal(first.attempts, 2);
+      const later = await waitForLog(stack, (l) => l.path === "/down-9");
+      assert.equal(later.cache, "fallback");
+      assert.equal(later.attempts, undefined, "no attempt while the breaker is open");
+      assert.match(later.error, /circuit open/);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("an outage costs the service a few calls, not three per request (retry budget and breaker)", async () => {
+    const stack = await startStack({ vars: { GITLAB_TOPOLOGY_BREAKER_OPEN_MS: "1000" } });
+    try {
+      await faults(stack, { error_rate: 1, error_status: 503 });
+      const started = Date.now();
+      for (let i = 0; i < 1000; i++) {
+        // A new key every time, as an attacker or a cold cache would send.
+        const r = await cellFor(stack, 1000 + i, { path: `/outage-${i}` });
+        assert.equal(r.cell, "1");
+      }
+      const seconds = (Date.now() - started) / 1000;
+      const calls = (await stats(stack)).classify_calls;
+      console.log(`service calls for 1,000 requests during an outage (503s) through workerd: ${calls} in ${seconds.toFixed(1)} s`);
+      // 5 failures open the breaker; then one probe per second (open_ms).
+      assert.ok(calls <= 5 + Math.ceil(seconds) + 1, `${calls} calls in ${seconds} s`);
+      await faults(stack, { error_rate: 0 });
+      await sleep(1100);
+      assert.equal((await cellFor(stack, 2, { path: "/recovered" })).cell, "2", "a probe closes the breaker once the service is back");
     } finally {
       await stack.stop();
     }
@@ -232,6 +266,99 @@ describe("Topology Service failures", () => {
       assert.equal(s.last_requests.at(-1).headers["cf-access-client-id"], "id-123.access");
     } finally {
       await stack.stop();
+    }
+  });
+});
+
+/** Starts another Topology Service with `cells` ({id, address}); stop with stopChild(ts.child). */
+async function startTopology(cells) {
+  const dir = mkdtempSync(join(tmpdir(), "router-e2e-ts-"));
+  const cfg = join(dir, "topology.toml");
+  writeFileSync(cfg, topologyToml(cells));
+  const ts = await startReady(["topology", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"], "second topology");
+  return { child: ts.child, url: `http://${ts.ready.addr}`, admin: `http://${ts.ready.admin}` };
+}
+
+// Issue 14: an audit found FNV-1a cache keys collide on demand, the service
+// client followed redirects, and every deployment of a zone shared one
+// Cache API namespace.
+describe("cache isolation", () => {
+  // Its FNV-1a key was cell-2's: one request stored its 404 under cell-2's key.
+  const FORGED_CELL_2 = "296371275170884690274592503895712990101298676239";
+
+  test("the audit's forged session prefix no longer poisons cell-2's entry, in memory or in the Cache API", async () => {
+    const stack = await startStack({ routers: 2 });
+    try {
+      const forged = await cellFor(stack, FORGED_CELL_2, { path: "/forged" });
+      assert.equal(forged.cell, "1", "the forged prefix belongs to no cell");
+      // Same isolate (memory), then another isolate (the Cache API).
+      for (const [i, url] of stack.urls.entries()) {
+        const victim = await cellFor(stack, 2, { url, path: `/victim-${i}` });
+        assert.equal(victim.cell, "2", `router ${i}: ${victim.text}`);
+        const line = await waitForLog(stack, (l) => l.path === `/victim-${i}`);
+        assert.notEqual(line.cache, "memory", "not answered by the forged value's entry");
+      }
+      assert.equal((await stats(stack)).classify_calls, 2, "one call per distinct question");
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("a Topology Service that answers 307 is not followed: no credentials elsewhere, the legacy cell, the error logged", async () => {
+    const stack = await startStack({ vars: { GITLAB_TOPOLOGY_SERVICE_CLIENT_ID: "id-123.access", GITLAB_TOPOLOGY_SERVICE_CLIENT_SECRET: "s3cret" } });
+    // Where the redirect points: a service that would send cell-2 to cell 3.
+    const elsewhere = await startTopology([{ id: 2, address: stack.cells[3].addr }]);
+    try {
+      await faults(stack, { redirect_to: `${elsewhere.url}/v1/classify` });
+      const r = await cellFor(stack, 2, { path: "/redirected" });
+      assert.equal(r.cell, "1", "the legacy cell, not the redirect's answer");
+      const line = await waitForLog(stack, (l) => l.path === "/redirected");
+      assert.equal(line.cache, "fallback");
+      assert.equal(line.attempts, 3, "a 3xx is retried like a 5xx");
+      assert.match(line.error, /status 307/);
+      const there = await getJson(`${elsewhere.admin}/_stats`);
+      assert.equal(there.classify_calls, 0, "the redirect target was never called");
+      assert.equal((await stats(stack)).classify_calls, 3);
+    } finally {
+      await stopChild(elsewhere.child);
+      await stack.stop();
+    }
+  });
+
+  test("two deployments on one Cache API never read each other's answers", async () => {
+    // Router 1 is "staging": its own Topology Service, where cell-2's
+    // session prefix belongs to a staging cell (a demo cell with id 9).
+    const stagingCell = await startReady(["cell", "--id", "9", "--listen", "127.0.0.1:0"], "staging cell");
+    const staging = await startTopology([{ id: 2, address: stagingCell.ready.addr }]);
+    const both = await startStack({
+      routers: 2,
+      probe: true,
+      routerVars: [{}, { GITLAB_TOPOLOGY_SERVICE_URL: staging.url, GITLAB_ALLOWED_UPSTREAMS: stagingCell.ready.addr }],
+    }).catch(async (e) => {
+      await stopChild(staging.child);
+      await stopChild(stagingCell.child);
+      throw e;
+    });
+    try {
+      assert.equal((await cellFor(both, 2, { url: both.urls[0], path: "/production" })).cell, "2");
+      const onStaging = await cellFor(both, 2, { url: both.urls[1], path: "/staging" });
+      assert.equal(onStaging.cell, "9", "staging asked its own service, not production's cached answer");
+      assert.equal((await waitForLog(both, (l) => l.path === "/staging")).cache, "service");
+      assert.equal((await getJson(`${staging.admin}/_stats`)).classify_calls, 1);
+      // And back: production is not answered by staging's entry either.
+      const again = await cellFor(both, 2, { url: both.urls[0], path: "/production-again" });
+      assert.equal(again.cell, "2");
+      const body = '{"type":"SESSION_PREFIX","value":"cell-2"}';
+      const prodEntry = await getJson(`${both.probeUrl}/?key=${encodeURIComponent(cacheKeyUrl(both, "SESSION_PREFIX", body))}`);
+      const stagingStack = { vars: { ...both.vars, GITLAB_TOPOLOGY_SERVICE_URL: staging.url } };
+      const stagingEntry = await getJson(`${both.probeUrl}/?key=${encodeURIComponent(cacheKeyUrl(stagingStack, "SESSION_PREFIX", body))}`);
+      assert.equal(prodEntry.body.classification.address, both.cells[2].addr);
+      assert.equal(stagingEntry.body.classification.address, stagingCell.ready.addr);
+      assert.equal(prodEntry.body.question, body, "every entry carries its question");
+    } finally {
+      await both.stop();
+      await stopChild(staging.child);
+      await stopChild(stagingCell.child);
     }
   });
 });

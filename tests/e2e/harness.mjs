@@ -105,7 +105,7 @@ export function topologyToml(cells, { cacheControl = "max-age=60", notFoundCache
  * Starts demo cells 1..cellCount, a Topology Service that knows them, and
  * the router with `vars` (GITLAB_* overrides). Cell 1 is the legacy cell.
  */
-export async function startStack({ ruleset = "session_prefix", vars = {}, cellCount = 3, cellRoutes = {}, topology = {}, routers = 1, probe = false, build = "build" } = {}) {
+export async function startStack({ ruleset = "session_prefix", vars = {}, routerVars = [], cellCount = 3, cellRoutes = {}, topology = {}, routers = 1, probe = false, build = "build" } = {}) {
   const children = [];
   const logs = [];
   const stack = { children, logs, cells: {} };
@@ -140,7 +140,7 @@ export async function startStack({ ruleset = "session_prefix", vars = {}, cellCo
       ...vars,
     };
     for (const [k, v] of Object.entries(stack.vars)) if (v === undefined) delete stack.vars[k];
-    stack.mf = await startRouter(stack.vars, logs, { routers, probe, build });
+    stack.mf = await startRouter(stack.vars, logs, { routers, probe, build, routerVars });
     const url = async (name) => (await stack.mf.unsafeGetDirectURL(name)).toString().replace(/\/$/, "");
     stack.urls = [];
     for (let i = 0; i < routers; i++) stack.urls.push(await url(routerName(i)));
@@ -169,9 +169,10 @@ const CACHE_PROBE = `export default { async fetch(req) {
  * Starts the built router in workerd. `routers` > 1 runs more copies of
  * the same worker (separate isolates, one shared Cache API); `probe` adds
  * a worker that reads the Cache API. `build`: the build directory (under
- * the repository), build/ unless a test needs another build.
+ * the repository), build/ unless a test needs another build. `routerVars[i]`
+ * overrides `vars` for router i (two configurations, one Cache API).
  */
-export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build" } = {}) {
+export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build", routerVars = [] } = {}) {
   const workers = [];
   for (let i = 0; i < routers; i++) {
     workers.push({
@@ -180,7 +181,7 @@ export async function startRouter(vars, logs = [], { routers = 1, probe = false,
       scriptPath: join(ROOT, build, "index.js"),
       modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
       compatibilityDate: "2026-04-26",
-      bindings: vars,
+      bindings: { ...vars, ...(routerVars[i] ?? {}) },
       unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
     });
   }

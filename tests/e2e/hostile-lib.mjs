@@ -298,6 +298,9 @@ export function outcomeAllowed(outcome, allowed) {
  * only when the case asks for one; what the Topology Service was asked is
  * a well-formed classify body.
  */
+/** Headers only the router or Cloudflare may set (issue 14). */
+const PROTECTED = /^(x-gitlab-http-router-|x-forwarded-|cf-access-|forwarded$|x-real-ip$|true-client-ip$|x-original-url$|x-rewrite-url$)/;
+
 export function commonProblems(r, c) {
   const problems = [];
   if (!outcomeAllowed(r.outcome, c.expect)) problems.push(`outcome ${r.outcome} (status ${r.status}) not in [${c.expect.join(", ")}]: ${JSON.stringify((r.res.text ?? "").slice(0, 160))}`);
@@ -332,8 +335,9 @@ export function commonProblems(r, c) {
   if (r.counters.byType.INVALID) problems.push("the Topology Service received an INVALID classify body");
   if (r.echo?.headers) {
     const h = r.echo.headers;
-    for (const [name, value] of Object.entries(h)) {
-      if ((name.startsWith("x-gitlab-http-router-") || name === "x-forwarded-host" || name === "x-forwarded-proto" || name.startsWith("cf-access-client")) && value.includes(MARK)) {
+    for (const [raw, value] of Object.entries(h)) {
+      const name = raw.replaceAll("_", "-"); // Rack reads both spellings as one
+      if (PROTECTED.test(name) && value.includes(MARK)) {
         problems.push(`spoofed ${name}: ${value} reached the cell`);
       }
     }

@@ -436,6 +436,54 @@ function sessionTokenCases() {
       });
     }
   }
+
+  // -- client identity, URL rewrites, underscore spellings (issue 14) --------
+  const CLIENT_IP = "203.0.113.7";
+  const identity = [
+    "X-Forwarded-For", "X-Real-IP", "True-Client-IP", "X-Original-URL", "X-Rewrite-URL",
+    "CF-Access-Jwt-Assertion", "Cf-Access-Authenticated-User-Email", "X-Forwarded-Port", "X-Forwarded-Anything", "Forwarded",
+    "X_Forwarded_Host", "X_Forwarded_Proto", "X_Forwarded_For", "X_Gitlab_Http_Router_Rule_Type", "X_Gitlab_Http_Router_Signature",
+    "CF_Access_Client_Secret", "Cf_Access_Jwt_Assertion", "X_Real_IP", "True_Client_IP", "X-Forwarded_Host",
+  ];
+  for (const name of identity) {
+    for (const [vname, cookie, ok] of [["classified request", session(2), "cell:2"], ["proxied request", undefined, "cell:1"]]) {
+      for (const withIp of [true, false]) {
+        add("identity-header-spoof", `${name} on a ${vname}${withIp ? ", with CF-Connecting-IP" : ""}`, {
+          headers: { [name]: MARK, ...(cookie ? { cookie } : {}), ...(withIp ? { "cf-connecting-ip": CLIENT_IP } : {}) },
+          expect: [ok],
+          check: (r) => {
+            const h = r.echo?.headers ?? {};
+            const problems = [];
+            if (JSON.stringify(h).includes(MARK)) problems.push(`the spoofed value reached the cell: ${JSON.stringify(h)}`);
+            const xff = h["x-forwarded-for"];
+            if (withIp ? xff !== CLIENT_IP : xff !== undefined) problems.push(`x-forwarded-for ${xff}`);
+            return problems;
+          },
+        });
+      }
+    }
+  }
+  // A client-sent chain is replaced, not extended.
+  add("identity-header-spoof", "X-Forwarded-For chain with CF-Connecting-IP", {
+    headers: { "x-forwarded-for": `${MARK}-1, 198.51.100.1`, "cf-connecting-ip": CLIENT_IP, cookie: session(2) },
+    expect: ["cell:2"],
+    check: (r) => (r.echo?.headers?.["x-forwarded-for"] === CLIENT_IP ? [] : [`x-forwarded-for ${r.echo?.headers?.["x-forwarded-for"]}`]),
+  });
+  // Naming a header the router relies on in Connection never removes it
+  // (these reach the worker through Miniflare's socket). workerd never
+  // sends CF-Connecting-IP on a subrequest: X-Forwarded-For carries it.
+  for (const [conn, want] of [
+    ["close, cf-connecting-ip", (h) => h["x-forwarded-for"] === CLIENT_IP && h["cf-connecting-ip"] === undefined],
+    ["close, cookie", (h) => h.cookie === session(2)],
+    ["close, x-forwarded-for", (h) => h["x-forwarded-for"] === CLIENT_IP],
+    ["close, x-gitlab-http-router-rule-type", (h) => h["x-gitlab-http-router-rule-type"] === "SESSION_PREFIX"],
+  ]) {
+    add("identity-header-spoof", `Connection: ${conn}`, {
+      raw: (ctx) => rawHead([`GET /api/v4/user HTTP/1.1`, `Host: ${hostOf(ctx)}`, `Connection: ${conn}`, `CF-Connecting-IP: ${CLIENT_IP}`, `Cookie: ${session(2)}`]),
+      expect: ["cell:2"],
+      check: (r) => (r.echo?.headers && want(r.echo.headers) ? [] : [`headers at the cell: ${JSON.stringify(r.echo?.headers)}`]),
+    });
+  }
   return cases;
 }
 

@@ -17,8 +17,8 @@ function keygen() {
   return { secret, pub };
 }
 
-function verify({ pub, audience, method, url, token }) {
-  const r = spawnSync(RULESCTL, ["signature", "verify", "--public-key", pub, "--audience", audience, "--method", method, "--url", url, token], { encoding: "utf8" });
+function verify({ pub, audience, method, url, token, extra = [] }) {
+  const r = spawnSync(RULESCTL, ["signature", "verify", "--public-key", pub, "--audience", audience, "--method", method, "--url", url, ...extra, token], { encoding: "utf8" });
   return { code: r.status, claims: r.status === 0 ? JSON.parse(r.stdout) : null, stderr: r.stderr };
 }
 
@@ -35,7 +35,10 @@ describe("signed proxied requests", () => {
     assert.equal(echo.cell, "2");
     const token = echo.headers[SIGNATURE];
     assert.ok(token && token !== "forged-by-client", "the router's own signature replaces the client's");
-    const ok = verify({ pub: key.pub, audience: stack.cells[2].addr, method: "POST", url: "/api/v4/projects?page=2", token });
+    // The cell passes the Content-Length it received (Node sends 0 for a
+    // POST without a body): it is signed when present.
+    const received = echo.headers["content-length"] === undefined ? [] : ["--content-length", echo.headers["content-length"]];
+    const ok = verify({ pub: key.pub, audience: stack.cells[2].addr, method: "POST", url: "/api/v4/projects?page=2", token, extra: received });
     assert.equal(ok.code, 0, ok.stderr);
     assert.equal(ok.claims.rule, "session_cookie");
     assert.equal(ok.claims.typ, "SESSION_PREFIX");
@@ -50,7 +53,31 @@ describe("signed proxied requests", () => {
       ["another method", { method: "DELETE" }],
       ["another key", { pub: keygen().pub }],
     ]) {
-      const r = verify({ pub: key.pub, audience: stack.cells[2].addr, method: "POST", url: "/api/v4/projects?page=2", token, ...bad });
+      const r = verify({ pub: key.pub, audience: stack.cells[2].addr, method: "POST", url: "/api/v4/projects?page=2", token, extra: received, ...bad });
+      assert.equal(r.code, 1, `${what} must be refused`);
+      assert.match(r.stderr, /signature refused/);
+    }
+  });
+
+  test("Content-Length and Content-Type are signed when present; a 10^8 s token or another issuer is refused", async () => {
+    const body = JSON.stringify({ name: "x" });
+    const echo = (await request(`${stack.url}/api/v4/projects`, { method: "POST", headers: { cookie: sessionCookie(2), "content-type": "application/json", "content-length": String(body.length) }, body })).json();
+    const token = echo.headers[SIGNATURE];
+    const base = { pub: key.pub, audience: stack.cells[2].addr, method: "POST", url: "/api/v4/projects", token };
+    const received = ["--content-length", echo.headers["content-length"], "--content-type", echo.headers["content-type"]];
+    assert.equal(echo.headers["content-type"], "application/json");
+    const ok = verify({ ...base, extra: received });
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.equal(ok.claims.cty, "application/json");
+    assert.equal(ok.claims.cl, String(body.length));
+    for (const [what, extra] of [
+      ["another content type", ["--content-length", echo.headers["content-length"], "--content-type", "text/plain"]],
+      ["no content type", ["--content-length", echo.headers["content-length"]]],
+      ["another length", ["--content-length", "999", "--content-type", "application/json"]],
+      ["another issuer", [...received, "--issuer", "someone-else"]],
+      ["a lifetime cap below the router's TTL", [...received, "--max-lifetime", "10"]],
+    ]) {
+      const r = verify({ ...base, extra });
       assert.equal(r.code, 1, `${what} must be refused`);
       assert.match(r.stderr, /signature refused/);
     }

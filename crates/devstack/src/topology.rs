@@ -362,6 +362,9 @@ pub struct Faults {
     pub not_found_all: bool,
     pub refuse_connections: bool,
     pub cache_control: Option<String>,
+    /// Answer every classify call with `307 Temporary Redirect` to this URL
+    /// (a router must not follow it: issue 14).
+    pub redirect_to: Option<String>,
 }
 
 impl Default for Faults {
@@ -374,6 +377,7 @@ impl Default for Faults {
             not_found_all: false,
             refuse_connections: false,
             cache_control: None,
+            redirect_to: None,
         }
     }
 }
@@ -406,6 +410,16 @@ impl Faults {
                 "refuse_connections" => next.refuse_connections = v.as_bool().ok_or_else(bad)?,
                 "cache_control" => {
                     next.cache_control = match v {
+                        Value::Null => None,
+                        Value::String(s) => {
+                            HeaderValue::from_str(s).map_err(|_| bad())?;
+                            Some(s.clone())
+                        }
+                        _ => return Err(bad()),
+                    }
+                }
+                "redirect_to" => {
+                    next.redirect_to = match v {
                         Value::Null => None,
                         Value::String(s) => {
                             HeaderValue::from_str(s).map_err(|_| bad())?;
@@ -796,6 +810,12 @@ impl Topology {
                     "forbidden: missing or wrong CF-Access-Client-Id / CF-Access-Client-Secret",
                 );
             }
+        }
+        let redirect = self.faults.lock().unwrap().faults.redirect_to.clone();
+        if let Some(location) = redirect {
+            let mut resp = error_response(307, "injected fault (redirect_to)");
+            set_header(&mut resp, "location", &location);
+            return resp;
         }
         if let Some((status, why)) = self.injected_failure() {
             return error_response(status, &format!("injected fault ({why})"));

@@ -340,6 +340,24 @@ async fn fault_latency_and_cache_control_override() {
     let r = classify(a, &json!({"type": "CELL_ID", "value": "99"})).await;
     assert_eq!(r.header("cache-control"), Some("no-store"));
 
+    // redirect_to answers every classify call 307 to its URL; null clears it.
+    let r = post_json(
+        admin,
+        "/_faults",
+        &json!({"redirect_to": "http://127.0.0.1:9/v1/classify"}),
+    )
+    .await;
+    assert_eq!(r.json()["redirect_to"], "http://127.0.0.1:9/v1/classify");
+    let r = classify(a, &json!({"type": "FIRST_CELL"})).await;
+    assert_eq!(r.status, 307);
+    assert_eq!(r.header("location"), Some("http://127.0.0.1:9/v1/classify"));
+    let r = post_json(admin, "/_faults", &json!({"redirect_to": null})).await;
+    assert_eq!(r.json()["redirect_to"], Value::Null);
+    assert_eq!(
+        classify(a, &json!({"type": "FIRST_CELL"})).await.status,
+        200
+    );
+
     // Only given fields change; null resets cache_control.
     let r = post_json(admin, "/_faults", &json!({"cache_control": null})).await;
     assert_eq!(r.json()["cache_control"], Value::Null);

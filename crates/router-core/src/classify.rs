@@ -1,6 +1,6 @@
 //! Classify requests: what the router asks the Topology Service (SPEC §5).
 
-use std::fmt::Write as _;
+use sha2::{Digest, Sha256};
 
 /// Claim types the Topology Service knows, as `(UPPER_SNAKE, camelCase)`:
 /// the fields of its `Claim` message. A ruleset naming anything else is
@@ -139,18 +139,32 @@ impl ClassifyRequest {
         body
     }
 
-    /// A stable, URL-safe cache key for this question (FNV-1a 64 of the
-    /// canonical body, plus the kind for readability in logs and purges).
+    /// A stable, URL-safe key for this question in the shared cache (the
+    /// Cache API URL's last segment): the kind and target for readability in
+    /// logs and purges, then the SHA-256 of the canonical body, so two
+    /// questions can share a key only by breaking SHA-256. (It was FNV-1a
+    /// 64, for which collisions are found in seconds: a forged session
+    /// prefix could poison another's entry; issue 14.) The in-isolate maps
+    /// key by [`ClassifyRequest::body`] itself, which needs no hash at all.
     pub fn cache_key(&self) -> String {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in self.body().bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-        let kind = self.kind.name();
-        let mut key = String::with_capacity(kind.len() + 26);
+        Self::cache_key_of(self.kind, self.target, &self.body())
+    }
+
+    /// [`ClassifyRequest::cache_key`] for an already built `body`.
+    pub fn cache_key_of(kind: ClassifyKind, target: Target, body: &str) -> String {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let digest = Sha256::digest(body.as_bytes());
+        let kind = kind.name();
+        let target = target.name();
+        let mut key = String::with_capacity(kind.len() + target.len() + 2 + 64);
         key.extend(kind.chars().map(|c| c.to_ascii_lowercase()));
-        let _ = write!(key, "-{}-{hash:016x}", self.target.name());
+        key.push('-');
+        key.push_str(target);
+        key.push('-');
+        for byte in digest {
+            key.push(char::from(HEX[usize::from(byte >> 4)]));
+            key.push(char::from(HEX[usize::from(byte & 0xf)]));
+        }
         key
     }
 }
@@ -212,7 +226,10 @@ mod tests {
     fn cache_keys_are_stable_and_distinct() {
         let a = req("SESSION_PREFIX", Some("cell-2"), Target::Web);
         // Shared-cache entries outlive deployments: the key must not change.
-        assert_eq!(a.cache_key(), "session_prefix-web-76814df7c944ff7a");
+        assert_eq!(
+            a.cache_key(),
+            "session_prefix-web-f86762c77a24fd3f615166556ab0660db5e39b50edf4542550cfabb58a4cbb1b"
+        );
         assert_ne!(
             a.cache_key(),
             req("SESSION_PREFIX", Some("cell-3"), Target::Web).cache_key()
@@ -222,6 +239,221 @@ mod tests {
             req("SESSION_PREFIX", Some("cell-2"), Target::Registry).cache_key()
         );
         assert!(a.cache_key().starts_with("session_prefix-web-"));
+        assert_eq!(
+            a.cache_key(),
+            ClassifyRequest::cache_key_of(a.kind, a.target, &a.body())
+        );
+    }
+
+    /// The key scheme before issue 14: `<type>-<target>-<FNV-1a 64>`.
+    fn fnv_key(request: &ClassifyRequest) -> String {
+        let hash = fnv1a64(FNV_OFFSET, request.body().as_bytes());
+        let kind = request.kind.name().to_ascii_lowercase();
+        format!("{kind}-{}-{hash:016x}", request.target.name())
+    }
+
+    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+    fn fnv1a64(mut hash: u64, bytes: &[u8]) -> u64 {
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        hash
+    }
+
+    /// The audit's forged session prefix (issue 14): its FNV key was
+    /// `cell-2`'s, so one request could overwrite `cell-2`'s answer.
+    const FORGED_CELL_2: &str = "cell-296371275170884690274592503895712990101298676239";
+
+    #[test]
+    fn the_audits_fnv_collision_no_longer_shares_a_key() {
+        let victim = req("SESSION_PREFIX", Some("cell-2"), Target::Web);
+        let forged = req("SESSION_PREFIX", Some(FORGED_CELL_2), Target::Web);
+        assert_eq!(fnv_key(&victim), "session_prefix-web-76814df7c944ff7a");
+        assert_eq!(
+            fnv_key(&forged),
+            fnv_key(&victim),
+            "the old scheme confused them"
+        );
+        assert_ne!(forged.cache_key(), victim.cache_key());
+        assert_ne!(forged.body(), victim.body());
+    }
+    /// A fresh pair of questions the old scheme confused, built on every
+    /// run: FNV-1a is a chain of bijections, so two values whose states
+    /// collide keep colliding under any common suffix (and the audit's
+    /// pair collides in state, as the body ends the same). SHA-256 keys and
+    /// body-keyed memory maps keep every such pair apart.
+    #[test]
+    fn fresh_fnv_collisions_no_longer_share_a_key() {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        for (i, target) in [Target::Web, Target::Registry].into_iter().enumerate() {
+            let suffix = format!("-{:x}", fnv1a64(seed, &[i as u8]));
+            let victim = req("SESSION_PREFIX", Some(&format!("cell-2{suffix}")), target);
+            let forged = req(
+                "SESSION_PREFIX",
+                Some(&format!("{FORGED_CELL_2}{suffix}")),
+                target,
+            );
+            assert_eq!(fnv_key(&forged), fnv_key(&victim), "{suffix}");
+            assert_ne!(forged.cache_key(), victim.cache_key(), "{suffix}");
+        }
+    }
+
+    /// Builds a fresh FNV-1a 64 collision (a generalised birthday search,
+    /// a second or two of CPU): FNV-1a of two equal-length strings from one
+    /// state differs by `sum c_i * P^(n-i)` (mod 2^64), where `c_i` is what
+    /// byte `i` adds in one string minus the other (`(l ^ b) - l`, `l` the
+    /// state's low byte), so a collision is small `c_i` that sum to 0: an
+    /// 8-list k-tree (Wagner) over 24 positions finds them, and each `c_i`
+    /// is then realised by printable bytes, position by position.
+    fn fnv_collision(prefix: &[u8]) -> Option<(String, String)> {
+        const P: u64 = 0x0100_0000_01b3;
+        const N: usize = 24;
+        const R: i64 = 25;
+        let mut weights = [0u64; N];
+        for (i, w) in weights.iter_mut().enumerate() {
+            *w = (0..N - i).fold(1u64, |acc, _| acc.wrapping_mul(P));
+        }
+        // Lists of (sum, provenance); level 0: every c in [-R, R]^3 for one
+        // group of three positions, provenance the packed triple.
+        type Entry = (u64, u64);
+        let leaves: Vec<Vec<Entry>> = (0..8)
+            .map(|g| {
+                let mut list = Vec::new();
+                for a in -R..=R {
+                    for b in -R..=R {
+                        for c in -R..=R {
+                            let sum = weights[3 * g]
+                                .wrapping_mul(a as u64)
+                                .wrapping_add(weights[3 * g + 1].wrapping_mul(b as u64))
+                                .wrapping_add(weights[3 * g + 2].wrapping_mul(c as u64));
+                            let packed = (((a + R) * 64 + (b + R)) * 64 + (c + R)) as u64;
+                            list.push((sum, packed));
+                        }
+                    }
+                }
+                list
+            })
+            .collect();
+        // Merges pairs of lists on `mask` (sums that are 0 under it),
+        // remembering which entries were joined.
+        let mut tree: Vec<Vec<Vec<(usize, usize)>>> = Vec::new();
+        let mut level = leaves
+            .iter()
+            .map(|l| l.iter().map(|e| e.0).collect())
+            .collect::<Vec<Vec<u64>>>();
+        for mask in [(1u64 << 16) - 1, (1u64 << 33) - 1, u64::MAX] {
+            let mut next = Vec::new();
+            let mut joins = Vec::new();
+            for pair in level.chunks(2) {
+                let (left, right) = (&pair[0], &pair[1]);
+                // Sorted by what each side needs from the other, then walked
+                // together.
+                let mut ls: Vec<(u64, usize)> = left
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| (l & mask, i))
+                    .collect();
+                let mut rs: Vec<(u64, usize)> = right
+                    .iter()
+                    .enumerate()
+                    .map(|(j, r)| (r.wrapping_neg() & mask, j))
+                    .collect();
+                ls.sort_unstable();
+                rs.sort_unstable();
+                let (mut sums, mut from) = (Vec::new(), Vec::new());
+                let mut start = 0;
+                for &(key, i) in &ls {
+                    while start < rs.len() && rs[start].0 < key {
+                        start += 1;
+                    }
+                    for &(_, j) in rs[start..].iter().take_while(|r| r.0 == key) {
+                        sums.push(left[i].wrapping_add(right[j]));
+                        from.push((i, j));
+                    }
+                }
+                next.push(sums);
+                joins.push(from);
+            }
+            level = next;
+            tree.push(joins);
+        }
+        // Every root is a solution; realise the first that printable bytes
+        // can carry.
+        let alphabet: Vec<u8> = (0x21u8..0x7f).filter(|b| !b"\"\\".contains(b)).collect();
+        'solutions: for root in 0..tree[2][0].len() {
+            // Walk back down to the eight leaf entries.
+            let mut nodes = vec![root];
+            for depth in (0..3).rev() {
+                nodes = nodes
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(k, &n)| {
+                        let (i, j) = tree[depth][k][n];
+                        [i, j]
+                    })
+                    .collect();
+            }
+            let mut c = [0i64; N];
+            for (g, &leaf) in nodes.iter().enumerate() {
+                let packed = leaves[g][leaf].1 as i64;
+                c[3 * g] = packed / 4096 - R;
+                c[3 * g + 1] = (packed / 64) % 64 - R;
+                c[3 * g + 2] = packed % 64 - R;
+            }
+            let start = fnv1a64(FNV_OFFSET, prefix);
+            let (mut h, mut h2) = (start, start);
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            for &ci in &c {
+                let (l, l2) = ((h & 0xff) as i64, (h2 & 0xff) as i64);
+                let pick = alphabet.iter().find_map(|&b| {
+                    let want = (l ^ i64::from(b)) - ci - l + l2;
+                    alphabet
+                        .iter()
+                        .find(|&&b2| (l2 ^ i64::from(b2)) == want)
+                        .map(|&b2| (b, b2))
+                });
+                let Some((b, b2)) = pick else {
+                    continue 'solutions;
+                };
+                h = fnv1a64(h, &[b]);
+                h2 = fnv1a64(h2, &[b2]);
+                x.push(b);
+                y.push(b2);
+            }
+            if h == h2 && x != y {
+                return Some((String::from_utf8(x).ok()?, String::from_utf8(y).ok()?));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_freshly_searched_fnv_collision_no_longer_shares_a_key() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        // A new prefix each run, so the collision is new each run.
+        let value_prefix = format!("cell-{nanos:08x}");
+        let body_prefix = format!(r#"{{"type":"SESSION_PREFIX","value":"{value_prefix}"#);
+        let (tail_a, tail_b) = fnv_collision(body_prefix.as_bytes()).expect("a collision");
+        let a = req(
+            "SESSION_PREFIX",
+            Some(&format!("{value_prefix}{tail_a}")),
+            Target::Web,
+        );
+        let b = req(
+            "SESSION_PREFIX",
+            Some(&format!("{value_prefix}{tail_b}")),
+            Target::Web,
+        );
+        assert_ne!(a.body(), b.body());
+        assert_eq!(fnv_key(&a), fnv_key(&b), "{} / {}", a.body(), b.body());
+        assert_ne!(a.cache_key(), b.cache_key());
+        eprintln!("FNV-1a collision: {} / {}", a.body(), b.body());
     }
 
     #[test]

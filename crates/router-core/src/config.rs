@@ -4,6 +4,7 @@
 //! (logged once per isolate by the edge) and the safe default is used.
 
 use crate::forward::{validate_address, AllowList};
+use crate::guard::GuardPolicy;
 use crate::resolve::ClientPolicy;
 use crate::topology::CachePolicy;
 
@@ -25,6 +26,10 @@ pub mod vars {
     pub const CACHE_NEGATIVE_TTL: &str = "GITLAB_CACHE_NEGATIVE_TTL_SECONDS";
     pub const CACHE_STALE: &str = "GITLAB_CACHE_STALE_IF_ERROR_SECONDS";
     pub const MEMORY_ENTRIES: &str = "GITLAB_MEMORY_CACHE_ENTRIES";
+    pub const RETRY_BUDGET_PERCENT: &str = "GITLAB_TOPOLOGY_RETRY_BUDGET_PERCENT";
+    pub const RETRY_BUDGET_MIN: &str = "GITLAB_TOPOLOGY_RETRY_BUDGET_MIN";
+    pub const BREAKER_FAILURES: &str = "GITLAB_TOPOLOGY_BREAKER_FAILURES";
+    pub const BREAKER_OPEN_MS: &str = "GITLAB_TOPOLOGY_BREAKER_OPEN_MS";
     pub const SIGNING_KEY: &str = "GITLAB_ROUTER_SIGNING_KEY";
     pub const SIGNING_POLICY: &str = "GITLAB_ROUTER_SIGNING_POLICY";
     pub const SIGNATURE_TTL: &str = "GITLAB_ROUTER_SIGNATURE_TTL_SECONDS";
@@ -159,6 +164,23 @@ impl Config {
                 1,
                 1_000_000,
             ) as usize,
+            guard: GuardPolicy {
+                retry_percent: number(
+                    vars::RETRY_BUDGET_PERCENT,
+                    defaults.guard.retry_percent,
+                    0,
+                    1_000,
+                ),
+                min_retries: number(
+                    vars::RETRY_BUDGET_MIN,
+                    defaults.guard.min_retries,
+                    0,
+                    100_000,
+                ),
+                failures: number(vars::BREAKER_FAILURES, defaults.guard.failures, 0, 10_000),
+                open_ms: number(vars::BREAKER_OPEN_MS, defaults.guard.open_ms, 100, 600_000),
+                ..defaults.guard
+            },
         };
         let cache_defaults = CachePolicy::default();
         let cache = CachePolicy {
@@ -178,7 +200,12 @@ impl Config {
             stale_if_error: number(vars::CACHE_STALE, cache_defaults.stale_if_error, 0, 86_400),
         };
 
-        let ttl = number(vars::SIGNATURE_TTL, 60, 1, 3600);
+        let ttl = number(
+            vars::SIGNATURE_TTL,
+            crate::signing::DEFAULT_TTL_SECS,
+            1,
+            3600,
+        );
         let signing_policy = match get(vars::SIGNING_POLICY).as_deref() {
             None | Some("optional") => SigningPolicy::Optional,
             Some("required") => SigningPolicy::Required,
@@ -190,7 +217,8 @@ impl Config {
                 SigningPolicy::Required
             }
         };
-        let issuer = get(vars::SIGNING_ISSUER).unwrap_or_else(|| "gitlab-http-router".to_string());
+        let issuer =
+            get(vars::SIGNING_ISSUER).unwrap_or_else(|| crate::signing::DEFAULT_ISSUER.to_string());
         let signer = match get(vars::SIGNING_KEY) {
             None => Ok(None),
             Some(key) => crate::signing::Signer::from_base64(&key, &issuer, ttl).map(Some),
@@ -244,6 +272,27 @@ impl Config {
             request_logging,
         };
         (config, problems)
+    }
+
+    /// The deployment's namespace in the shared cache: 32 hex digits of the
+    /// SHA-256 of the Topology Service URL and the legacy cell. Cloudflare's
+    /// `caches.default` is one per zone, shared by every Worker on it
+    /// (staging, production, the registry deployments): without a
+    /// namespace one environment would read another's answers (issue 14).
+    /// Deployments that ask the same service and fall back to the same
+    /// legacy cell get the same answers, so they may share entries.
+    pub fn cache_namespace(&self) -> String {
+        use sha2::{Digest, Sha256};
+        use std::fmt::Write as _;
+        let mut hasher = Sha256::new();
+        hasher.update(self.topology_url.as_deref().unwrap_or("").as_bytes());
+        hasher.update(b"\n");
+        hasher.update(self.proxy_host.as_deref().unwrap_or("").as_bytes());
+        let mut out = String::with_capacity(32);
+        for byte in &hasher.finalize()[..16] {
+            let _ = write!(out, "{byte:02x}");
+        }
+        out
     }
 }
 
@@ -317,6 +366,37 @@ mod tests {
         assert!(c.signer.is_err());
         assert_eq!(c.signing_policy, SigningPolicy::Optional);
         assert!(problems[0].contains("forwarded unsigned"), "{problems:?}");
+    }
+
+    #[test]
+    fn cache_namespaces_separate_deployments() {
+        let ns = |url: &str, legacy: &str| {
+            read(&[
+                ("GITLAB_TOPOLOGY_SERVICE_URL", url),
+                ("GITLAB_PROXY_HOST", legacy),
+            ])
+            .0
+            .cache_namespace()
+        };
+        let production = ns("https://ts.gitlab.com", "legacy.gitlab.com");
+        assert_eq!(production.len(), 32);
+        assert_eq!(
+            production,
+            ns("https://ts.gitlab.com/", "legacy.gitlab.com")
+        );
+        assert_ne!(
+            production,
+            ns("https://ts.staging.gitlab.com", "legacy.gitlab.com")
+        );
+        assert_ne!(
+            production,
+            ns("https://ts.gitlab.com", "legacy.staging.gitlab.com")
+        );
+        // No ambiguity from where one value ends and the other begins.
+        assert_ne!(
+            ns("https://a.example", "b.example"),
+            ns("https://a.exampleb", "example")
+        );
     }
 
     #[test]

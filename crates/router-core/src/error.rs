@@ -30,6 +30,8 @@ pub enum RouterError {
     TopologyTimeout(u32),
     #[error("topology service answered status {0}")]
     TopologyStatus(u16),
+    #[error("topology service not asked: {0} (it has been failing)")]
+    TopologyGuarded(&'static str),
     #[error("topology service answer not understood: {0}")]
     TopologyBadAnswer(String),
     #[error("cell has no registry address for a registry request")]
@@ -59,6 +61,7 @@ impl RouterError {
             | RouterError::TopologyTimeout(_)
             | RouterError::TopologyStatus(_)
             | RouterError::TopologyBadAnswer(_)
+            | RouterError::TopologyGuarded(_)
             | RouterError::NoRegistryAddress
             | RouterError::UpstreamNotAllowed(_)
             | RouterError::NoLegacyCell
@@ -82,7 +85,8 @@ impl RouterError {
             RouterError::TopologyUnreachable(_)
             | RouterError::TopologyTimeout(_)
             | RouterError::TopologyStatus(_)
-            | RouterError::TopologyBadAnswer(_) => "topology service unavailable",
+            | RouterError::TopologyBadAnswer(_)
+            | RouterError::TopologyGuarded(_) => "topology service unavailable",
         }
     }
 

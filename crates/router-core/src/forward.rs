@@ -5,6 +5,12 @@
 /// Header the router sets to the public host.
 pub const X_FORWARDED_HOST: &str = "x-forwarded-host";
 pub const X_FORWARDED_PROTO: &str = "x-forwarded-proto";
+/// Set to the client address Cloudflare gives the router
+/// ([`CF_CONNECTING_IP`]); a client-sent chain is dropped.
+pub const X_FORWARDED_FOR: &str = "x-forwarded-for";
+/// The client's address as Cloudflare's edge saw it (set by Cloudflare,
+/// overwriting whatever the client sent).
+pub const CF_CONNECTING_IP: &str = "cf-connecting-ip";
 pub const RULE_ACTION_HEADER: &str = "x-gitlab-http-router-rule-action";
 pub const RULE_TYPE_HEADER: &str = "x-gitlab-http-router-rule-type";
 /// Every header with this prefix is the router's: a client's is dropped.
@@ -27,28 +33,71 @@ const HOP_BY_HOP: &[&str] = &[
 ];
 
 /// Client-sent headers that only the router (or Cloudflare) may set:
-/// forwarded-host spoofing, router headers, and the Cloudflare Access
-/// service-token pair the router uses toward the Topology Service.
+/// forwarded-host spoofing, client identity, URL rewriting, and the
+/// Cloudflare Access pair the router uses toward the Topology Service.
+/// Whole families go by prefix ([`FORBIDDEN_PREFIXES`]).
 const CLIENT_FORBIDDEN: &[&str] = &[
     X_FORWARDED_HOST,
+    X_FORWARDED_PROTO,
+    X_FORWARDED_FOR,
     // RFC 7239 `Forwarded`: registries prefer it to X-Forwarded-* when they
-    // build upload Location URLs; the other three are what Rack consults.
+    // build upload Location URLs.
     "forwarded",
-    "x-forwarded-port",
-    "x-forwarded-ssl",
-    "x-forwarded-scheme",
+    // Client addresses other proxies set: Rails and nginx trust them.
+    "x-real-ip",
+    "true-client-ip",
+    // Path overrides some frameworks honour (IIS, Symfony, Zend).
+    "x-original-url",
+    "x-rewrite-url",
     "cf-access-client-id",
     "cf-access-client-secret",
 ];
 
+/// Client-sent header families that are dropped whole: the router's own,
+/// every `X-Forwarded-*` (the router sets host, proto and for; Rack also
+/// reads port, ssl and scheme), and every `CF-Access-*` (Access's
+/// credentials and its identity assertions, e.g. `CF-Access-Jwt-Assertion`
+/// and `Cf-Access-Authenticated-User-Email`, which cells may trust).
+pub const FORBIDDEN_PREFIXES: &[&str] = &[ROUTER_HEADER_PREFIX, "x-forwarded-", "cf-access-"];
+
+/// A header name as the drop rules compare it: `_` read as `-` (Rack, PHP
+/// and CGI map both to the same variable: `X_Forwarded_Host` is
+/// `HTTP_X_FORWARDED_HOST`). Names arrive lower case from the runtime.
+pub fn drop_key(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.contains('_') {
+        std::borrow::Cow::Owned(name.replace('_', "-"))
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
+}
+
+/// Whether a header may never be removed because a client named it in
+/// `Connection`: the headers the router sets or relies on (`relied_on`:
+/// the ones it read to route, e.g. `cookie`), `host`, the body's
+/// `content-length` and `content-type` (signed), and every `cf-*` header
+/// (Cloudflare's own, e.g. `CF-Connecting-IP`).
+fn kept_despite_connection(name: &str, relied_on: &[String]) -> bool {
+    name.starts_with("cf-")
+        || matches!(name, "host" | "content-length" | "content-type")
+        || CLIENT_FORBIDDEN.contains(&name)
+        || FORBIDDEN_PREFIXES.iter().any(|p| name.starts_with(p))
+        || relied_on.iter().any(|r| r == name)
+}
+
 /// The client headers to delete by name before forwarding, given the
-/// request's `Connection` and `Upgrade` values: the hop-by-hop and
-/// forbidden names plus those `Connection` lists, exactly the names
-/// [`drops_header`] refuses (a WebSocket handshake keeps its `Upgrade` and
-/// `Connection`). Names starting with [`ROUTER_HEADER_PREFIX`] go too.
-pub fn dropped_names(connection: Option<&str>, upgrade: Option<&str>) -> Vec<String> {
+/// request's `Connection` and `Upgrade` values and the headers the router
+/// relies on: the hop-by-hop and forbidden names plus those `Connection`
+/// lists (but never one [`kept_despite_connection`] keeps), exactly the
+/// names [`drops_header`] refuses (a WebSocket handshake keeps its
+/// `Upgrade` and `Connection`). The edge also drops every name that starts
+/// with one of [`FORBIDDEN_PREFIXES`], and compares names by [`drop_key`].
+pub fn dropped_names(
+    connection: Option<&str>,
+    upgrade: Option<&str>,
+    relied_on: &[String],
+) -> Vec<String> {
     let websocket = is_websocket(upgrade);
-    let tokens = connection_tokens(connection);
+    let tokens = connection_tokens(connection, relied_on);
     let mut names: Vec<String> = HOP_BY_HOP
         .iter()
         .chain(CLIENT_FORBIDDEN)
@@ -62,27 +111,43 @@ pub fn dropped_names(connection: Option<&str>, upgrade: Option<&str>) -> Vec<Str
 }
 
 /// Whether a client-sent header (lower-case name) must not be forwarded.
-/// `connection_tokens` are the names the client's `Connection` header lists,
-/// which are hop-by-hop too; `websocket` keeps the upgrade handshake.
+/// `connection_tokens` are the names the client's `Connection` header lists
+/// ([`connection_tokens`]), which are hop-by-hop too; `websocket` keeps the
+/// upgrade handshake. Names compare with `_` read as `-` ([`drop_key`]).
 pub fn drops_header(name: &str, connection_tokens: &[String], websocket: bool) -> bool {
+    let name = drop_key(name);
+    let name = name.as_ref();
     if websocket && (name == "upgrade" || name == "connection") {
         return false;
     }
     HOP_BY_HOP.contains(&name)
         || CLIENT_FORBIDDEN.contains(&name)
-        || name.starts_with(ROUTER_HEADER_PREFIX)
+        || FORBIDDEN_PREFIXES.iter().any(|p| name.starts_with(p))
         || connection_tokens.iter().any(|t| t == name)
 }
 
-/// Names listed in a `Connection` header, lower case (`close` and
-/// `keep-alive` included; they are hop-by-hop anyway).
-pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
+/// Names listed in a `Connection` header, lower case, `_` read as `-`
+/// (`close` and `keep-alive` included; they are hop-by-hop anyway), minus
+/// those the router never removes for it ([`kept_despite_connection`]).
+pub fn connection_tokens(connection: Option<&str>, relied_on: &[String]) -> Vec<String> {
     connection
         .unwrap_or("")
         .split(',')
-        .map(|t| t.trim().to_ascii_lowercase())
-        .filter(|t| !t.is_empty())
+        .map(|t| drop_key(&t.trim().to_ascii_lowercase()).into_owned())
+        .filter(|t| !t.is_empty() && !kept_despite_connection(t, relied_on))
         .collect()
+}
+
+/// The `X-Forwarded-For` the router sends: Cloudflare's `CF-Connecting-IP`
+/// when it is an IP address (IPv4 or IPv6 characters only), else none.
+pub fn forwarded_for(cf_connecting_ip: Option<&str>) -> Option<&str> {
+    let ip = cf_connecting_ip?.trim();
+    (!ip.is_empty()
+        && ip.len() <= 45
+        && ip
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b'.' || b == b':'))
+    .then_some(ip)
 }
 
 /// Whether the request is a WebSocket handshake to pass through.
@@ -259,16 +324,10 @@ mod tests {
         ] {
             assert!(drops_header(h, &none, false), "{h}");
         }
-        for h in [
-            "cookie",
-            "authorization",
-            "private-token",
-            "x-forwarded-for",
-            "content-type",
-        ] {
+        for h in ["cookie", "authorization", "private-token", "content-type"] {
             assert!(!drops_header(h, &none, false), "{h}");
         }
-        let listed = connection_tokens(Some("close, X-Secret-Hop"));
+        let listed = connection_tokens(Some("close, X-Secret-Hop"), &[]);
         assert!(drops_header("x-secret-hop", &listed, false));
         assert!(!drops_header("upgrade", &none, true));
         assert!(!drops_header("connection", &none, true));
@@ -276,7 +335,7 @@ mod tests {
 
     #[test]
     fn dropped_names_agree_with_drops_header() {
-        let plain = dropped_names(Some("keep-alive, X-Hop"), None);
+        let plain = dropped_names(Some("keep-alive, X-Hop"), None, &[]);
         for n in [
             "connection",
             "upgrade",
@@ -288,7 +347,7 @@ mod tests {
         ] {
             assert!(plain.contains(&n.to_string()), "{n}");
         }
-        let ws = dropped_names(Some("Upgrade"), Some("websocket"));
+        let ws = dropped_names(Some("Upgrade"), Some("websocket"), &[]);
         assert!(
             !ws.contains(&"upgrade".to_string()),
             "a WebSocket handshake keeps Upgrade"
@@ -296,7 +355,7 @@ mod tests {
         assert!(!ws.contains(&"connection".to_string()));
         assert!(ws.contains(&"te".to_string()));
         // And the list is complete: every name drops_header drops is on it.
-        let tokens = connection_tokens(Some("keep-alive, X-Hop"));
+        let tokens = connection_tokens(Some("keep-alive, X-Hop"), &[]);
         for n in HOP_BY_HOP
             .iter()
             .chain(CLIENT_FORBIDDEN)
@@ -307,6 +366,80 @@ mod tests {
                 assert!(plain.contains(&n.to_string()), "{n}");
             }
         }
+    }
+
+    #[test]
+    fn drops_client_identity_rewrites_and_whole_families() {
+        let none: Vec<String> = vec![];
+        for h in [
+            "x-forwarded-for",
+            "x-forwarded-proto",
+            "x-forwarded-port",
+            "x-forwarded-anything",
+            "x-real-ip",
+            "true-client-ip",
+            "x-original-url",
+            "x-rewrite-url",
+            "cf-access-jwt-assertion",
+            "cf-access-authenticated-user-email",
+            "forwarded",
+        ] {
+            assert!(drops_header(h, &none, false), "{h}");
+        }
+        assert!(!drops_header("cf-connecting-ip", &none, false));
+        assert!(!drops_header("x-request-id", &none, false));
+    }
+
+    #[test]
+    fn underscore_spellings_of_protected_names_are_dropped() {
+        let none: Vec<String> = vec![];
+        for h in [
+            "x_forwarded_host",
+            "x_forwarded_proto",
+            "x-forwarded_for",
+            "x_gitlab_http_router_rule_type",
+            "x_gitlab_http_router_signature",
+            "cf_access_client_secret",
+            "x_real_ip",
+            "true_client_ip",
+            "x_original_url",
+            "transfer_encoding",
+        ] {
+            assert!(drops_header(h, &none, false), "{h}");
+        }
+        // Other underscore names pass: only protected ones are refused.
+        assert!(!drops_header("private_token", &none, false));
+        assert_eq!(drop_key("x_forwarded_host"), "x-forwarded-host");
+        assert!(matches!(
+            drop_key("cookie"),
+            std::borrow::Cow::Borrowed("cookie")
+        ));
+    }
+
+    #[test]
+    fn connection_never_removes_what_the_router_sets_or_relies_on() {
+        let relied_on = vec!["cookie".to_string(), "private-token".to_string()];
+        let tokens = connection_tokens(
+            Some("close, CF-Connecting-IP, cf-ray, Cookie, private_token, Host, Content-Length, Content-Type, X-Forwarded-For, X-Hop, x_other"),
+            &relied_on,
+        );
+        assert_eq!(tokens, vec!["close", "x-hop", "x-other"]);
+        let dropped = dropped_names(Some("cf-connecting-ip, cookie, x-hop"), None, &relied_on);
+        for kept in ["cf-connecting-ip", "cookie"] {
+            assert!(!dropped.contains(&kept.to_string()), "{kept}");
+        }
+        assert!(dropped.contains(&"x-hop".to_string()));
+        assert!(dropped.contains(&"x-forwarded-for".to_string()));
+    }
+
+    #[test]
+    fn forwarded_for_is_cloudflares_address_or_nothing() {
+        assert_eq!(forwarded_for(Some("203.0.113.7")), Some("203.0.113.7"));
+        assert_eq!(forwarded_for(Some(" 2001:db8::1 ")), Some("2001:db8::1"));
+        assert_eq!(forwarded_for(None), None);
+        assert_eq!(forwarded_for(Some("")), None);
+        assert_eq!(forwarded_for(Some("1.2.3.4, 5.6.7.8")), None);
+        assert_eq!(forwarded_for(Some("evil.example")), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod classify;
 pub mod config;
 pub mod error;
 pub mod forward;
+pub mod guard;
 pub mod jwt;
 pub mod log;
 pub mod plan;

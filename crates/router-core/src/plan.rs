@@ -47,10 +47,10 @@ pub struct LogPlan {
 }
 
 /// What a step that fails in the entry (signing, the upstream fetch)
-/// answers, and how its log line ends: `head + "status":S,"duration_ms":D
-/// + log_error_open + <the failure's message, JSON-escaped> + "}` (the
-/// `error` string is opened with the step's name and any error recorded
-/// earlier already in it). Always logged.
+/// answers, and how its log line ends: the log head, the status and
+/// duration, then `log_error_open`, the failure's message JSON-escaped, and
+/// `"}`. `log_error_open` opens the `error` string with the step's name and
+/// any error recorded earlier already in it. Always logged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     pub answer: Answer,
@@ -85,7 +85,7 @@ pub struct Forward {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    Forward(Forward),
+    Forward(Box<Forward>),
     /// Answer from the router, with its log line.
     Answer {
         answer: Answer,
@@ -171,7 +171,7 @@ fn parse_pairs(items: &[&str]) -> Option<Vec<(String, String)>> {
     if items.len() == 1 && items[0].is_empty() {
         return Some(Vec::new());
     }
-    if items.len() % 2 != 0 {
+    if !items.len().is_multiple_of(2) {
         return None;
     }
     Some(
@@ -248,7 +248,7 @@ impl Plan {
                 log: parse_log(head, tail, min_status)?,
             }),
             ["F", url, drop, set, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status] => {
-                Some(Plan::Forward(Forward {
+                Some(Plan::Forward(Box::new(Forward {
                     url: url.to_string(),
                     drop: if drop.is_empty() {
                         Vec::new()
@@ -271,7 +271,7 @@ impl Plan {
                     },
                     on_upstream_failure: parse_failure(upstream_failure)?,
                     log: parse_log(head, tail, min_status)??,
-                }))
+                })))
             }
             _ => None,
         }
@@ -283,7 +283,7 @@ mod tests {
     use super::*;
 
     fn forward(signing: Option<Signing>, drop: Vec<String>) -> Plan {
-        Plan::Forward(Forward {
+        Plan::Forward(Box::new(Forward {
             url: "http://127.0.0.1:9102/a?b=c".into(),
             drop,
             set: vec![
@@ -303,7 +303,7 @@ mod tests {
                 tail: "}".into(),
                 min_status: 500,
             },
-        })
+        }))
     }
 
     #[test]

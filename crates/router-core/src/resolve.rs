@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::classify::ClassifyRequest;
 use crate::error::RouterError;
+use crate::guard::{GuardPolicy, Refusal, ServiceGuard};
 use crate::topology::{cache_tags, parse_answer, CachePolicy, Classification};
 
 /// What the Topology Service sent back.
@@ -51,6 +52,10 @@ pub trait TopologyTransport {
 /// An answer as the caches keep it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CachedAnswer {
+    /// The canonical classify body this answers ([`ClassifyRequest::body`]).
+    /// A reader compares it with its own question: an entry that answers
+    /// another question is a miss, whatever key it was found under.
+    pub question: String,
     pub classification: Classification,
     /// Milliseconds since the Unix epoch.
     pub expires_at_ms: u64,
@@ -73,6 +78,9 @@ pub trait Platform {
     /// Uniform in `[0, 1)`, for back-off jitter.
     fn random(&self) -> f64;
     async fn sleep(&self, ms: u32);
+    /// Reports something an operator should see (one log line); nothing by
+    /// default.
+    fn warn(&self, _message: &str) {}
 }
 
 /// How the client calls the service.
@@ -86,6 +94,8 @@ pub struct ClientPolicy {
     pub backoff_max_ms: u32,
     /// Entries the memory cache holds.
     pub memory_entries: usize,
+    /// The retry budget and circuit breaker ([`crate::guard`]).
+    pub guard: GuardPolicy,
 }
 
 impl Default for ClientPolicy {
@@ -96,6 +106,7 @@ impl Default for ClientPolicy {
             backoff_base_ms: 50,
             backoff_max_ms: 500,
             memory_entries: 10_000,
+            guard: GuardPolicy::default(),
         }
     }
 }
@@ -179,7 +190,9 @@ pub struct Resolver<T, C, P> {
     cache: CachePolicy,
     client: ClientPolicy,
     memory: RefCell<MemoryCache>,
+    /// Keyed by the canonical body, like the memory cache.
     inflight: RefCell<HashMap<String, Slot>>,
+    guard: RefCell<ServiceGuard>,
 }
 
 impl<T, C, P> Resolver<T, C, P>
@@ -196,7 +209,9 @@ where
         client: ClientPolicy,
     ) -> Self {
         let memory = RefCell::new(MemoryCache::new(client.memory_entries));
+        let guard = RefCell::new(ServiceGuard::new(client.guard, client.worst_case_ms()));
         Resolver {
+            guard,
             transport,
             shared,
             platform,
@@ -219,7 +234,9 @@ where
     /// Resolves `request`; never fails: the worst outcome is
     /// `classification: None` (legacy cell) with the error that led there.
     pub async fn resolve(&self, request: &ClassifyRequest) -> Resolution {
-        let key = request.cache_key();
+        // The in-isolate maps are keyed by the question itself: two
+        // questions can never share an entry, and no hash is computed.
+        let key = request.body();
         if let Some(res) = self.memory_hit(&key) {
             return res;
         }
@@ -249,7 +266,7 @@ where
     /// the edge's synchronous fast path asks this first and takes the
     /// asynchronous [`Resolver::resolve`] only when it is `None`.
     pub fn resolve_from_memory(&self, request: &ClassifyRequest) -> Option<Resolution> {
-        self.memory_hit(&request.cache_key())
+        self.memory_hit(&request.body())
     }
 
     fn memory_hit(&self, key: &str) -> Option<Resolution> {
@@ -278,11 +295,19 @@ where
         None
     }
 
-    /// Shared cache, then the service, then a stale memory entry.
+    /// Shared cache, then the service, then a stale memory entry. `key` is
+    /// the canonical body (the memory key); the shared cache is keyed by
+    /// its SHA-256 ([`ClassifyRequest::cache_key`]).
     async fn fetch(&self, request: &ClassifyRequest, key: &str) -> Resolution {
-        if let Some(answer) = self.shared.get(key).await {
+        let shared_key = ClassifyRequest::cache_key_of(request.kind, request.target, key);
+        if let Some(answer) = self.shared.get(&shared_key).await {
             let now = self.platform.now_ms();
-            if answer.expires_at_ms > now {
+            if answer.question != key {
+                self.platform.warn(&format!(
+                    "shared cache entry {shared_key} answers {:?}, not {key:?}: ignored",
+                    answer.question
+                ));
+            } else if answer.expires_at_ms > now {
                 self.memory.borrow_mut().insert(
                     key.to_string(),
                     &answer,
@@ -293,7 +318,14 @@ where
         }
 
         let started = self.platform.now_ms();
-        let (result, attempts) = self.call_service(request).await;
+        if let Err(refusal) = self.guard.borrow_mut().allow_first(started) {
+            let why = match refusal {
+                Refusal::Open => "circuit open",
+                Refusal::Budget => "retry budget spent",
+            };
+            return self.failed(key, RouterError::TopologyGuarded(why), 0, None);
+        }
+        let (result, attempts) = self.call_service(key).await;
         let service_ms = Some(self.platform.now_ms().saturating_sub(started));
         match result {
             Ok((classification, raw)) => {
@@ -302,6 +334,7 @@ where
                     .ttl(raw.cache_control.as_deref(), &classification)
                 {
                     let answer = CachedAnswer {
+                        question: key.to_string(),
                         tags: cache_tags(raw.cache_tag.as_deref(), request, &classification),
                         classification: classification.clone(),
                         expires_at_ms: self.platform.now_ms() + u64::from(ttl) * 1000,
@@ -311,7 +344,7 @@ where
                         &answer,
                         self.cache.stale_if_error,
                     );
-                    self.shared.put(key, &answer, ttl);
+                    self.shared.put(&shared_key, &answer, ttl);
                 }
                 Resolution {
                     classification: Some(classification),
@@ -322,51 +355,81 @@ where
                     error: None,
                 }
             }
-            Err(error) => {
-                let now = self.platform.now_ms();
-                let stale = self
-                    .memory
-                    .borrow_mut()
-                    .get(key, now)
-                    .map(|(e, _)| e.classification.clone());
-                Resolution {
-                    level: if stale.is_some() {
-                        CacheLevel::Stale
-                    } else {
-                        CacheLevel::Fallback
-                    },
-                    classification: stale,
-                    attempts,
-                    service_ms,
-                    coalesced: false,
-                    error: Some(error),
-                }
-            }
+            Err(error) => self.failed(key, error, attempts, service_ms),
         }
     }
 
-    /// Calls the service with retries on timeouts, connection errors and
-    /// 5xx; never on 4xx or an answer it cannot read.
+    /// No answer from the service: a stale memory entry, else the legacy
+    /// cell.
+    fn failed(
+        &self,
+        key: &str,
+        error: RouterError,
+        attempts: u32,
+        service_ms: Option<u64>,
+    ) -> Resolution {
+        let now = self.platform.now_ms();
+        let stale = self
+            .memory
+            .borrow_mut()
+            .get(key, now)
+            .map(|(e, _)| e.classification.clone());
+        Resolution {
+            level: if stale.is_some() {
+                CacheLevel::Stale
+            } else {
+                CacheLevel::Fallback
+            },
+            classification: stale,
+            attempts,
+            service_ms,
+            coalesced: false,
+            error: Some(error),
+        }
+    }
+
+    /// Calls the service with retries on timeouts, connection errors, 5xx
+    /// and 3xx (the transport never follows a redirect: a 3xx is a service
+    /// error like a 5xx); never on 4xx or an answer it cannot read. Every
+    /// attempt's outcome feeds the breaker, and a retry needs the breaker
+    /// closed and room in the retry budget.
     async fn call_service(
         &self,
-        request: &ClassifyRequest,
+        body: &str,
     ) -> (Result<(Classification, RawAnswer), RouterError>, u32) {
-        let body = request.body();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let error = match self.transport.classify(&body, self.client.timeout_ms).await {
+            let outcome = self.transport.classify(body, self.client.timeout_ms).await;
+            let error = match outcome {
                 Ok(raw) => match parse_answer(raw.status, &raw.body) {
-                    Ok(classification) => return (Ok((classification, raw)), attempt),
-                    Err(e @ RouterError::TopologyStatus(status)) if status >= 500 => e,
-                    Err(e) => return (Err(e), attempt),
+                    Ok(classification) => {
+                        self.guard.borrow_mut().record(true, self.platform.now_ms());
+                        return (Ok((classification, raw)), attempt);
+                    }
+                    Err(e @ RouterError::TopologyStatus(status))
+                        if status >= 500 || (300..400).contains(&status) =>
+                    {
+                        e
+                    }
+                    Err(e) => {
+                        // The service answered (a 4xx, an odd body): it is up.
+                        self.guard.borrow_mut().record(true, self.platform.now_ms());
+                        return (Err(e), attempt);
+                    }
                 },
                 Err(TransportError::Timeout) => {
                     RouterError::TopologyTimeout(self.client.timeout_ms)
                 }
                 Err(TransportError::Connect(why)) => RouterError::TopologyUnreachable(why),
             };
-            if attempt > self.client.retries {
+            let now = self.platform.now_ms();
+            let retry = {
+                let mut guard = self.guard.borrow_mut();
+                guard.record(false, now);
+                attempt <= self.client.retries && guard.allow_retry(now).is_ok()
+            };
+            if !retry {
                 return (Err(error), attempt);
             }
             let delay = self.client.backoff_ms(attempt, self.platform.random());

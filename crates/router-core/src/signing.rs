@@ -52,7 +52,20 @@ pub struct RequestClaims {
     /// The classify type, or the claim key, when the rule classified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typ: Option<String>,
+    /// The request's `Content-Length`, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cl: Option<String>,
+    /// The request's `Content-Type`, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cty: Option<String>,
 }
+
+/// The issuer the router writes unless configured otherwise.
+pub const DEFAULT_ISSUER: &str = "gitlab-http-router";
+
+/// The router's default signature lifetime, and so the default cap
+/// [`verify`] puts on `exp - iat`.
+pub const DEFAULT_TTL_SECS: u32 = 60;
 
 /// The hash that binds a token to a path and query.
 pub fn path_query_hash(path: &str, query: &str) -> String {
@@ -105,6 +118,11 @@ pub struct SignedRequest<'a> {
     pub query: &'a str,
     pub rule: Option<&'a str>,
     pub classify_type: Option<&'a str>,
+    /// `Content-Length` and `Content-Type` as forwarded, when present. The
+    /// body itself is streamed and never covered (it would have to be
+    /// buffered to be hashed).
+    pub content_length: Option<&'a str>,
+    pub content_type: Option<&'a str>,
     pub jti: &'a str,
     pub now_ms: u64,
 }
@@ -194,6 +212,8 @@ impl Signer {
             pqh: path_query_hash(request.path, request.query),
             rule: request.rule.map(str::to_string),
             typ: request.classify_type.map(str::to_string),
+            cl: request.content_length.map(str::to_string),
+            cty: request.content_type.map(str::to_string),
         };
         let now = datetime(request.now_ms);
         let options = TimeOptions::new(chrono::Duration::zero(), move || now);
@@ -222,9 +242,28 @@ pub enum VerifyError {
     BadSignature,
     Expired,
     NotYetValid,
-    WrongAudience { expected: String, got: String },
-    WrongMethod { expected: String, got: String },
+    /// `exp - iat` is longer than the verifier accepts (or either is missing).
+    LifetimeTooLong {
+        secs: i64,
+        max: u32,
+    },
+    WrongIssuer {
+        expected: String,
+        got: String,
+    },
+    WrongAudience {
+        expected: String,
+        got: String,
+    },
+    WrongMethod {
+        expected: String,
+        got: String,
+    },
     WrongPath,
+    /// `Content-Length` or `Content-Type` differ from what was signed.
+    WrongBody(&'static str),
+    /// The `jti` was accepted before ([`check_replay`]).
+    Replayed,
 }
 
 #[cfg(feature = "keys")]
@@ -235,7 +274,20 @@ impl fmt::Display for VerifyError {
             VerifyError::WrongAlgorithm(a) => write!(f, "algorithm {a:?} is not EdDSA"),
             VerifyError::BadSignature => write!(f, "bad signature"),
             VerifyError::Expired => write!(f, "token expired"),
-            VerifyError::NotYetValid => write!(f, "token issued in the future"),
+            VerifyError::NotYetValid => write!(f, "token issued in the future or not yet valid"),
+            VerifyError::LifetimeTooLong { secs, max } => {
+                write!(
+                    f,
+                    "token lifetime {secs} s exceeds {max} s (or iat/exp missing)"
+                )
+            }
+            VerifyError::WrongIssuer { expected, got } => {
+                write!(f, "issuer {got:?} is not {expected:?}")
+            }
+            VerifyError::WrongBody(header) => {
+                write!(f, "token was made for another {header}")
+            }
+            VerifyError::Replayed => write!(f, "token id (jti) was already used"),
             VerifyError::WrongAudience { expected, got } => {
                 write!(f, "audience {got:?} is not {expected:?}")
             }
@@ -257,19 +309,68 @@ pub fn public_key_from_base64(text: &str) -> Result<PublicKey, String> {
     PublicKey::from_slice(&bytes).map_err(|e| format!("not an Ed25519 public key: {e}"))
 }
 
+/// What a cell expects of the signature on a request it received. Build it
+/// with [`Expected::new`] and change what differs from the defaults.
 #[cfg(feature = "keys")]
-/// What a cell checks: signature, algorithm, expiry (with `leeway_secs`),
-/// audience, method, and the path-and-query hash.
-#[allow(clippy::too_many_arguments)]
+#[derive(Debug, Clone, Copy)]
+pub struct Expected<'a> {
+    /// The cell's own address as the router dialled it (`host[:port]`).
+    pub audience: &'a str,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: &'a str,
+    /// The received `Content-Length` / `Content-Type` (`None`: absent).
+    pub content_length: Option<&'a str>,
+    pub content_type: Option<&'a str>,
+    /// The router's `GITLAB_ROUTER_SIGNING_ISSUER` ([`DEFAULT_ISSUER`]).
+    pub issuer: &'a str,
+    /// The longest `exp - iat` accepted; the router's signature TTL
+    /// ([`DEFAULT_TTL_SECS`]), so a leaked key cannot mint long-lived tokens
+    /// that verify.
+    pub max_lifetime_secs: u32,
+    /// Clock skew allowed on `exp`, `iat` and `nbf`.
+    pub leeway_secs: u32,
+    pub now_ms: u64,
+}
+
+#[cfg(feature = "keys")]
+impl<'a> Expected<'a> {
+    /// The defaults: no body headers, the default issuer and lifetime cap,
+    /// 5 s of leeway.
+    pub fn new(
+        audience: &'a str,
+        method: &'a str,
+        path: &'a str,
+        query: &'a str,
+        now_ms: u64,
+    ) -> Expected<'a> {
+        Expected {
+            audience,
+            method,
+            path,
+            query,
+            content_length: None,
+            content_type: None,
+            issuer: DEFAULT_ISSUER,
+            max_lifetime_secs: DEFAULT_TTL_SECS,
+            leeway_secs: 5,
+            now_ms,
+        }
+    }
+}
+
+#[cfg(feature = "keys")]
+/// What a cell checks: signature, algorithm, expiry, `iat` and `nbf` (with
+/// the leeway), lifetime (`exp - iat` at most `max_lifetime_secs`, both
+/// required), issuer, audience, method, the path-and-query hash,
+/// `Content-Type` (signed when present, so one must not appear or change)
+/// and `Content-Length` (when signed). It does not cover the body (streamed,
+/// never buffered) or other headers. A replayed token passes `verify`:
+/// follow it with [`check_replay`] and the cell's own store.
 pub fn verify(
     token: &str,
     public_key: &PublicKey,
-    audience: &str,
-    method: &str,
-    path: &str,
-    query: &str,
-    now_ms: u64,
-    leeway_secs: u32,
+    expected: &Expected,
 ) -> Result<Verified, VerifyError> {
     let untrusted =
         UntrustedToken::new(token).map_err(|e| VerifyError::Malformed(e.to_string()))?;
@@ -285,42 +386,126 @@ pub fn verify(
             jwt_compact::ValidationError::InvalidSignature => VerifyError::BadSignature,
             other => VerifyError::Malformed(other.to_string()),
         })?;
-    let now = datetime(now_ms);
-    let options = TimeOptions::new(
-        chrono::Duration::seconds(i64::from(leeway_secs)),
-        move || now,
-    );
+    let now = datetime(expected.now_ms);
+    let leeway = chrono::Duration::seconds(i64::from(expected.leeway_secs));
+    let options = TimeOptions::new(leeway, move || now);
     let claims = token.claims();
     claims.validate_expiration(&options).map_err(|e| match e {
         jwt_compact::ValidationError::Expired => VerifyError::Expired,
         other => VerifyError::Malformed(other.to_string()),
     })?;
+    if claims.not_before.is_some_and(|nbf| nbf > now + leeway) {
+        return Err(VerifyError::NotYetValid);
+    }
     if let Some(iat) = claims.issued_at {
-        if iat > now + chrono::Duration::seconds(i64::from(leeway_secs)) {
+        if iat > now + leeway {
             return Err(VerifyError::NotYetValid);
         }
     }
+    let lifetime = match (claims.issued_at, claims.expiration) {
+        (Some(iat), Some(exp)) => (exp - iat).num_seconds(),
+        _ => i64::MAX,
+    };
+    if lifetime > i64::from(expected.max_lifetime_secs) {
+        return Err(VerifyError::LifetimeTooLong {
+            secs: lifetime,
+            max: expected.max_lifetime_secs,
+        });
+    }
     let custom = &claims.custom;
-    if !custom.aud.eq_ignore_ascii_case(audience) {
+    if custom.iss != expected.issuer {
+        return Err(VerifyError::WrongIssuer {
+            expected: expected.issuer.to_string(),
+            got: custom.iss.clone(),
+        });
+    }
+    if !custom.aud.eq_ignore_ascii_case(expected.audience) {
         return Err(VerifyError::WrongAudience {
-            expected: audience.to_string(),
+            expected: expected.audience.to_string(),
             got: custom.aud.clone(),
         });
     }
-    if !custom.mth.eq_ignore_ascii_case(method) {
+    if !custom.mth.eq_ignore_ascii_case(expected.method) {
         return Err(VerifyError::WrongMethod {
-            expected: method.to_string(),
+            expected: expected.method.to_string(),
             got: custom.mth.clone(),
         });
     }
-    if custom.pqh != path_query_hash(path, query) {
+    if custom.pqh != path_query_hash(expected.path, expected.query) {
         return Err(VerifyError::WrongPath);
+    }
+    if custom.cty.as_deref() != expected.content_type {
+        return Err(VerifyError::WrongBody("content-type"));
+    }
+    // A streamed (chunked) request has no length to sign; when one was
+    // signed it must be the one received.
+    if custom.cl.is_some() && custom.cl.as_deref() != expected.content_length {
+        return Err(VerifyError::WrongBody("content-length"));
     }
     Ok(Verified {
         claims: custom.clone(),
         issued_at: claims.issued_at.map(|t| t.timestamp()),
         expires_at: claims.expiration.map(|t| t.timestamp()),
     })
+}
+
+/// Where a cell remembers the `jti`s it accepted, until they expire: in
+/// process memory ([`MemoryReplayStore`]) for one process, or a shared
+/// store (Redis `SET jti 1 NX EXAT exp`) for many.
+#[cfg(feature = "keys")]
+pub trait ReplayStore {
+    /// Records `jti` until `expires_at` (Unix seconds); `false` when it is
+    /// already there (a replay). `now` lets a store forget expired ids.
+    fn remember(&mut self, jti: &str, expires_at: i64, now: i64) -> bool;
+}
+
+/// The replay check for a token [`verify`] accepted: refused when its `jti`
+/// was seen before within its lifetime. Signed requests are unique (a new
+/// `jti` for every request the router forwards), so a second sighting is a
+/// replay.
+#[cfg(feature = "keys")]
+pub fn check_replay(
+    verified: &Verified,
+    store: &mut impl ReplayStore,
+    now_ms: u64,
+) -> Result<(), VerifyError> {
+    let now = (now_ms / 1000) as i64;
+    let expires_at = verified.expires_at.unwrap_or(now);
+    if verified.claims.jti.is_empty() || !store.remember(&verified.claims.jti, expires_at, now) {
+        return Err(VerifyError::Replayed);
+    }
+    Ok(())
+}
+
+/// A [`ReplayStore`] in process memory; expired ids are dropped as new ones
+/// arrive, so it holds at most the ids of one signature lifetime.
+#[cfg(feature = "keys")]
+#[derive(Debug, Default)]
+pub struct MemoryReplayStore {
+    seen: std::collections::HashMap<String, i64>,
+}
+
+#[cfg(feature = "keys")]
+impl MemoryReplayStore {
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+}
+
+#[cfg(feature = "keys")]
+impl ReplayStore for MemoryReplayStore {
+    fn remember(&mut self, jti: &str, expires_at: i64, now: i64) -> bool {
+        self.seen.retain(|_, exp| *exp >= now);
+        if self.seen.contains_key(jti) {
+            return false;
+        }
+        self.seen.insert(jti.to_string(), expires_at);
+        true
+    }
 }
 
 #[cfg(all(test, feature = "keys"))]
@@ -342,6 +527,8 @@ mod tests {
             query: "a=1",
             rule: Some("private_token"),
             classify_type: Some("CELL_ID"),
+            content_length: None,
+            content_type: None,
             jti: "6f1c2d3e-0000-4000-8000-000000000001",
             now_ms: NOW,
         }
@@ -356,7 +543,15 @@ mod tests {
         query: &str,
         now: u64,
     ) -> Result<RequestClaims, VerifyError> {
-        verify(token, key, aud, method, path, query, now, 5).map(|v| v.claims)
+        verify(
+            token,
+            key,
+            &Expected {
+                max_lifetime_secs: 30,
+                ..Expected::new(aud, method, path, query, now)
+            },
+        )
+        .map(|v| v.claims)
     }
 
     #[test]
@@ -563,6 +758,130 @@ mod tests {
                 "{garbage}"
             );
         }
+    }
+
+    /// A token with `request()`'s claims changed by `edit`, signed with the
+    /// test key: what a holder of the key (or a bug) could mint.
+    fn minted(edit: impl FnOnce(&mut Claims<RequestClaims>)) -> String {
+        let s = signer();
+        let mut claims = s.claims(&request());
+        edit(&mut claims);
+        Ed25519.token(&Signer::header(), &claims, &s.key()).unwrap()
+    }
+
+    fn key() -> PublicKey {
+        public_key_from_base64(&signer().public_key_base64()).unwrap()
+    }
+
+    fn expected<'a>() -> Expected<'a> {
+        Expected::new("cell-2.example.com", "POST", "/api/v4/projects", "a=1", NOW)
+    }
+
+    #[test]
+    fn issuer_nbf_and_lifetime_are_enforced() {
+        let ok = minted(|_| {});
+        assert!(verify(&ok, &key(), &expected()).is_ok());
+        let other_issuer = minted(|c| c.custom.iss = "someone-else".into());
+        assert!(matches!(
+            verify(&other_issuer, &key(), &expected()),
+            Err(VerifyError::WrongIssuer { .. })
+        ));
+        let later = minted(|c| c.not_before = Some(datetime(NOW + 60_000)));
+        assert_eq!(
+            verify(&later, &key(), &expected()),
+            Err(VerifyError::NotYetValid)
+        );
+        let within_leeway = minted(|c| c.not_before = Some(datetime(NOW + 2_000)));
+        assert!(verify(&within_leeway, &key(), &expected()).is_ok());
+        // The audit's token: valid for 10^8 s.
+        let long = minted(|c| c.expiration = Some(datetime(NOW + 100_000_000_000)));
+        assert!(matches!(
+            verify(&long, &key(), &expected()),
+            Err(VerifyError::LifetimeTooLong { max: 60, .. })
+        ));
+        let no_iat = minted(|c| c.issued_at = None);
+        assert!(matches!(
+            verify(&no_iat, &key(), &expected()),
+            Err(VerifyError::LifetimeTooLong { .. })
+        ));
+        // The cap is the verifier's: a cell may allow the router a longer TTL.
+        let two_minutes = minted(|c| c.expiration = Some(datetime(NOW + 120_000)));
+        assert!(verify(&two_minutes, &key(), &expected()).is_err());
+        let relaxed = Expected {
+            max_lifetime_secs: 120,
+            ..expected()
+        };
+        assert!(verify(&two_minutes, &key(), &relaxed).is_ok());
+    }
+
+    #[test]
+    fn content_length_and_type_are_bound_when_signed() {
+        let s = signer();
+        let token = s.sign(&SignedRequest {
+            content_length: Some("42"),
+            content_type: Some("application/json"),
+            ..request()
+        });
+        let body = |cl, cty| Expected {
+            content_length: cl,
+            content_type: cty,
+            ..expected()
+        };
+        assert!(verify(&token, &key(), &body(Some("42"), Some("application/json"))).is_ok());
+        assert_eq!(
+            verify(&token, &key(), &body(Some("43"), Some("application/json"))),
+            Err(VerifyError::WrongBody("content-length"))
+        );
+        assert_eq!(
+            verify(&token, &key(), &body(None, Some("application/json"))),
+            Err(VerifyError::WrongBody("content-length"))
+        );
+        assert_eq!(
+            verify(&token, &key(), &body(Some("42"), Some("text/plain"))),
+            Err(VerifyError::WrongBody("content-type"))
+        );
+        // Signed without a type: one added in transit is refused; a length
+        // (a streamed body has none to sign) is not bound.
+        let bare = s.sign(&request());
+        assert_eq!(
+            verify(&bare, &key(), &body(None, Some("text/plain"))),
+            Err(VerifyError::WrongBody("content-type"))
+        );
+        assert!(verify(&bare, &key(), &body(Some("7"), None)).is_ok());
+    }
+
+    #[test]
+    fn a_replayed_jti_is_refused_until_it_expires() {
+        let token = signer().sign(&request());
+        let verified = verify(&token, &key(), &expected()).unwrap();
+        let mut store = MemoryReplayStore::default();
+        assert_eq!(check_replay(&verified, &mut store, NOW), Ok(()));
+        assert_eq!(
+            check_replay(&verified, &mut store, NOW + 1_000),
+            Err(VerifyError::Replayed)
+        );
+        // Another request (another jti) passes; expired ids are forgotten.
+        let other = verify(
+            &signer().sign(&SignedRequest {
+                jti: "6f1c2d3e-0000-4000-8000-000000000002",
+                ..request()
+            }),
+            &key(),
+            &expected(),
+        )
+        .unwrap();
+        assert_eq!(check_replay(&other, &mut store, NOW + 1_000), Ok(()));
+        assert_eq!(store.len(), 2);
+        let late = NOW + 31_000;
+        let third = Verified {
+            claims: RequestClaims {
+                jti: "third".into(),
+                ..verified.claims.clone()
+            },
+            ..verified.clone()
+        };
+        assert_eq!(check_replay(&third, &mut store, late), Ok(()));
+        assert_eq!(store.len(), 1, "the two expired ids were dropped");
     }
 
     #[test]

@@ -248,6 +248,8 @@ fn a_clients_forwarded_header_is_not_forwarded() {
     let none: Vec<String> = Vec::new();
     assert!(drops_header("forwarded", &none, false));
     assert!(drops_header("forwarded", &none, true));
-    // Still forwarded: what the router does not set and clients may send.
-    assert!(!drops_header("x-forwarded-for", &none, false));
+    // Since issue 14 the client's X-Forwarded-For goes too: the router sets
+    // it from CF-Connecting-IP. Still forwarded: what clients may send.
+    assert!(drops_header("x-forwarded-for", &none, false));
+    assert!(!drops_header("x-request-id", &none, false));
 }

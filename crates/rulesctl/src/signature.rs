@@ -4,7 +4,7 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use router_core::signing::{public_key_from_base64, verify, Signer};
+use router_core::signing::{public_key_from_base64, verify, Expected, Signer};
 
 use crate::cli::{set_once, unknown, Arg, Args, Failure, Outcome};
 use crate::out;
@@ -14,6 +14,8 @@ usage: rulesctl signature keygen
        rulesctl signature public-key --key-file FILE
        rulesctl signature verify --public-key BASE64 --audience HOST[:PORT]
                                  --method METHOD --url PATH[?QUERY]
+                                 [--content-length N] [--content-type TYPE]
+                                 [--issuer ISS] [--max-lifetime SECONDS]
                                  [--leeway SECONDS] [--now UNIX_MS] TOKEN
 
 keygen prints a new Ed25519 key as two lines: `secret: <base64 seed>` (set
@@ -21,10 +23,22 @@ it with `wrangler secret put GITLAB_ROUTER_SIGNING_KEY`) and
 `public: <base64>` (give it to the cells).
 public-key prints the public key of a secret key read from FILE.
 verify checks the X-Gitlab-Http-Router-Signature value a cell received:
-signature (EdDSA only), expiry (leeway default 5 s), audience (the cell's
-own address as the router dialled it), method, and path and query. On
+signature (EdDSA only), expiry, iat and nbf (leeway default 5 s), lifetime
+(exp - iat at most --max-lifetime, default 60 s: the router's default
+GITLAB_ROUTER_SIGNATURE_TTL_SECONDS), issuer (default gitlab-http-router),
+audience (the cell's own address as the router dialled it), method, path
+and query, Content-Type (pass the received one; signed when present) and
+Content-Length (pass the received one; checked when signed). The body is
+not covered: it is streamed, and hashing it would mean buffering it. On
 success it prints the token's claims as JSON and exits 0; otherwise it
 prints why on stderr and exits 1.
+
+Replays: verify alone accepts a token again within its lifetime (with the
+same path, method and headers). Refuse a second use of its `jti` with your
+own store: from Rust, router_core::signing::check_replay with a
+ReplayStore (MemoryReplayStore for one process; a shared store such as
+Redis `SET <jti> 1 NX EXAT <exp>` for many); from a hook, keep the printed
+`jti` until the printed `exp` and refuse one seen before.
 
 exit: 0 ok, 1 refused or bad key, 2 usage";
 
@@ -85,6 +99,8 @@ fn public_key(mut args: Args) -> Outcome<i32> {
 fn verify_cmd(mut args: Args) -> Outcome<i32> {
     let (mut key, mut audience, mut method, mut url, mut leeway, mut now, mut token) =
         (None, None, None, None, None, None, None);
+    let (mut content_length, mut content_type, mut issuer, mut max_lifetime) =
+        (None, None, None, None);
     while let Some(arg) = args.next_arg() {
         match arg {
             Arg::Opt(name, inline) => {
@@ -95,6 +111,10 @@ fn verify_cmd(mut args: Args) -> Outcome<i32> {
                     "--url" => &mut url,
                     "--leeway" => &mut leeway,
                     "--now" => &mut now,
+                    "--content-length" => &mut content_length,
+                    "--content-type" => &mut content_type,
+                    "--issuer" => &mut issuer,
+                    "--max-lifetime" => &mut max_lifetime,
                     _ => return Err(unknown("signature verify", Arg::Opt(name, inline))),
                 };
                 let v = args.value(&name, inline)?;
@@ -113,12 +133,18 @@ fn verify_cmd(mut args: Args) -> Outcome<i32> {
         need(url, "--url")?,
         need(token, "TOKEN")?,
     );
-    let leeway = match leeway {
-        None => 5,
+    let seconds = |v: Option<String>, name: &str, default: u32| match v {
+        None => Ok(default),
         Some(v) => v
             .parse::<u32>()
-            .map_err(|_| Failure::usage(format!("--leeway {v:?}: expected seconds")))?,
+            .map_err(|_| Failure::usage(format!("{name} {v:?}: expected seconds"))),
     };
+    let leeway = seconds(leeway, "--leeway", 5)?;
+    let max_lifetime = seconds(
+        max_lifetime,
+        "--max-lifetime",
+        router_core::signing::DEFAULT_TTL_SECS,
+    )?;
     let now = match now {
         Some(v) => v
             .parse::<u64>()
@@ -129,16 +155,17 @@ fn verify_cmd(mut args: Args) -> Outcome<i32> {
             .unwrap_or(0),
     };
     let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
-    match verify(
-        token.trim(),
-        &key,
-        &audience,
-        &method,
-        path,
-        query,
-        now,
-        leeway,
-    ) {
+    let expected = Expected {
+        content_length: content_length.as_deref(),
+        content_type: content_type.as_deref(),
+        issuer: issuer
+            .as_deref()
+            .unwrap_or(router_core::signing::DEFAULT_ISSUER),
+        max_lifetime_secs: max_lifetime,
+        leeway_secs: leeway,
+        ..Expected::new(&audience, &method, path, query, now)
+    };
+    match verify(token.trim(), &key, &expected) {
         Ok(verified) => {
             let mut json = serde_json::to_value(&verified.claims).unwrap_or_default();
             json["iat"] = verified.issued_at.into();

@@ -8,6 +8,7 @@ use futures_util::task::LocalSpawnExt;
 
 use super::*;
 use crate::classify::{ClassifyKind, Target};
+use crate::guard::GuardPolicy;
 use crate::topology::CellAnswer;
 
 /// A virtual clock: sleeping advances it at once, so tests are exact.
@@ -15,6 +16,7 @@ use crate::topology::CellAnswer;
 struct FakePlatform {
     now: Cell<u64>,
     gate: Rc<Gate>,
+    warnings: RefCell<Vec<String>>,
 }
 
 impl Platform for Rc<FakePlatform> {
@@ -28,6 +30,9 @@ impl Platform for Rc<FakePlatform> {
         // Time stands still while the gate is closed.
         self.gate.wait().await;
         self.now.set(self.now.get() + u64::from(ms));
+    }
+    fn warn(&self, message: &str) {
+        self.warnings.borrow_mut().push(message.to_string());
     }
 }
 
@@ -144,6 +149,7 @@ fn setup() -> (
     let platform = Rc::new(FakePlatform {
         now: Cell::new(1_000_000),
         gate: gate.clone(),
+        ..Default::default()
     });
     let service = Rc::new(FakeService {
         platform: platform.clone(),
@@ -419,6 +425,7 @@ fn expired_keys_asked_again_are_kept_once() {
     // stale copy that would evict the live entry early).
     let mut cache = MemoryCache::new(10);
     let answer = |expires_at_ms| CachedAnswer {
+        question: String::new(),
         classification: Classification::NotFound,
         expires_at_ms,
         tags: Vec::new(),
@@ -444,4 +451,134 @@ fn backoff_grows_caps_and_jitters() {
     assert_eq!(p.backoff_ms(10, 1.0), 500);
     assert_eq!(p.backoff_ms(40, 1.0), 500);
     assert_eq!(p.worst_case_ms(), 3000 + 50 + 100);
+}
+
+/// The audit's forged session prefix, whose FNV-1a key was `cell-2`'s
+/// (issue 14).
+const FORGED_CELL_2: &str = "cell-296371275170884690274592503895712990101298676239";
+
+#[test]
+fn a_forged_value_cannot_poison_its_victims_entry() {
+    let (resolver, service, shared, _) = setup();
+    service.push(status(404));
+    let forged = run(resolver.resolve(&session(FORGED_CELL_2)));
+    assert_eq!(forged.classification, Some(Classification::NotFound));
+    service.push(found("cell-2", "max-age=60"));
+    let victim = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (victim.level, address(&victim)),
+        (CacheLevel::Service, Some("cell-2"))
+    );
+    assert_eq!(service.calls.get(), 2, "two questions, two calls");
+    assert_eq!(shared.entries.borrow().len(), 2, "two shared entries");
+    assert_eq!(resolver.memory_len(), 2, "two memory entries");
+}
+
+#[test]
+fn a_shared_entry_answering_another_question_is_a_miss_and_a_warning() {
+    let (resolver, service, shared, platform) = setup();
+    // Whatever lands under cell-2's key (a collision, a bug, an old format),
+    // an answer to another question is not used.
+    let key = session("cell-2").cache_key();
+    shared.entries.borrow_mut().insert(
+        key.clone(),
+        CachedAnswer {
+            question: session(FORGED_CELL_2).body(),
+            classification: Classification::NotFound,
+            expires_at_ms: platform.now.get() + 60_000,
+            tags: Vec::new(),
+        },
+    );
+    service.push(found("cell-2", "max-age=60"));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, address(&r)),
+        (CacheLevel::Service, Some("cell-2"))
+    );
+    let warnings = platform.warnings.borrow();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains(&key), "{warnings:?}");
+    // And the service's answer replaced the entry.
+    assert_eq!(
+        shared.entries.borrow()[&key].question,
+        session("cell-2").body()
+    );
+}
+
+#[test]
+fn a_redirect_is_a_service_error_retried_like_a_5xx() {
+    let (resolver, service, shared, _) = setup();
+    for _ in 0..3 {
+        service.push(status(307));
+    }
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 3));
+    assert_eq!(r.error, Some(RouterError::TopologyStatus(307)));
+    assert!(shared.entries.borrow().is_empty(), "nothing cached");
+    service.push(status(302));
+    service.push(found("cell-2", "max-age=60"));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((r.level, r.attempts), (CacheLevel::Service, 2));
+}
+
+/// Service calls for 1,000 requests, each for a new key, 10 ms apart,
+/// while every call fails (connection refused).
+fn calls_during_an_outage(guard: GuardPolicy) -> u32 {
+    let (_, service, shared, platform) = setup();
+    let resolver = Resolver::new(
+        service.clone(),
+        shared,
+        platform.clone(),
+        CachePolicy::default(),
+        ClientPolicy {
+            guard,
+            ..Default::default()
+        },
+    );
+    for i in 0..1000 {
+        platform.now.set(platform.now.get() + 10);
+        let r = run(resolver.resolve(&session(&format!("cell-{i}"))));
+        assert_eq!(r.level, CacheLevel::Fallback);
+        assert!(r.error.is_some());
+    }
+    service.calls.get()
+}
+
+/// Issue 14's figure: service calls per 1,000 requests during an outage,
+/// before (every request 1 + 2 retries) and after (retry budget and
+/// breaker). Run with `--nocapture` to see them.
+#[test]
+fn an_outage_costs_the_service_about_one_call_per_open_period() {
+    let before = calls_during_an_outage(GuardPolicy::unlimited());
+    let after = calls_during_an_outage(GuardPolicy::default());
+    eprintln!("service calls per 1,000 requests during an outage: before {before}, after {after}");
+    assert_eq!(before, 3000);
+    // 5 failures open the breaker; then one probe per 5 s over the ~10 s
+    // the requests take (plus their own attempts' time).
+    assert!(after <= 10, "{after}");
+}
+
+#[test]
+fn an_open_breaker_answers_from_stale_entries_without_calling() {
+    let (resolver, service, _, platform) = setup();
+    service.push(found("cell-2", "max-age=1"));
+    run(resolver.resolve(&session("cell-2")));
+    platform.now.set(platform.now.get() + 2_000);
+    // Five failed attempts (two requests) open the breaker.
+    for key in ["cell-3", "cell-4"] {
+        run(resolver.resolve(&session(key)));
+    }
+    let calls = service.calls.get();
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, address(&r), r.attempts),
+        (CacheLevel::Stale, Some("cell-2"), 0)
+    );
+    assert_eq!(r.error, Some(RouterError::TopologyGuarded("circuit open")));
+    assert_eq!(service.calls.get(), calls, "no call while open");
+    // After the open period one probe goes; its success closes the breaker.
+    platform.now.set(platform.now.get() + 5_000);
+    service.push(found("cell-2", "max-age=60"));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!((r.level, r.attempts), (CacheLevel::Service, 1));
 }
