@@ -34,8 +34,10 @@ done
 # src/entry.js is the Worker's fetch handler (see its header); worker-build
 # bundles it with wasm-bindgen's glue into build/worker/shim.mjs, and
 # build/index.js (wrangler.toml's main) re-exports that.
-cargo_args=()
-[ -n "$features" ] && cargo_args=(-- --features "$features")
+# -p: only the worker package, so router-core's features are the worker's
+# (rulesctl, a default member, would switch on key handling it does not use).
+cargo_args=(. -p gitlab-http-router)
+[ -n "$features" ] && cargo_args+=(--features "$features")
 CUSTOM_SHIM="$PWD/src/entry.js" worker-build --release --out-dir "$out" "${cargo_args[@]}"
 # worker-build keeps the wasm names section (function names for stack
 # traces, ~40 KiB gzip); drop it unless KEEP_WASM_NAMES is set. Panic

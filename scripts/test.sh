@@ -15,6 +15,15 @@ echo "==> building the worker and the local stack" >&2
 bash scripts/build-worker.sh
 cargo build --quiet -p devstack -p rulesctl
 
+# The wasm budget (gzip -9), enforced: a bigger worker starts slower.
+budget_kib=350
+gz=$(gzip -9 -c build/worker/index.wasm | wc -c)
+echo "==> wasm: $((gz / 1024)) KiB gzip of a ${budget_kib} KiB budget" >&2
+if [ "$gz" -gt $((budget_kib * 1024)) ]; then
+  echo "build/worker/index.wasm is $gz bytes gzip, over the ${budget_kib} KiB budget" >&2
+  exit 1
+fi
+
 echo "==> end-to-end tests through workerd" >&2
 suites=(tests/e2e)
 [ -d tests/deploy ] && suites+=(tests/deploy)

@@ -10,7 +10,8 @@
 import { test, describe, before } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { ROOT, startStack, request, sessionCookie, requestLogs } from "./harness.mjs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { ROOT, startStack, request, sessionCookie, requestLogs, postJson, getJson } from "./harness.mjs";
 const BUILD = "target/worker-probe";
 
 before(() => {
@@ -23,6 +24,19 @@ before(() => {
 });
 
 const countLines = (stack, needle) => stack.logs.filter((l) => l.includes(needle)).length;
+
+/** Retries `check` (which throws until it holds) for up to `ms`: logs arrive asynchronously. */
+async function eventually(check, ms = 3000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return await check();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await sleep(50);
+    }
+  }
+}
 
 describe("a Rust panic", () => {
   for (const place of ["sync", "async"]) {
@@ -59,18 +73,61 @@ describe("a Rust panic", () => {
     });
   }
 
-  test("requests in flight on the old instance are answered, not lost", async () => {
+  test("requests in flight on the old instance get the internal-error answer, then routing as before", async () => {
     const stack = await startStack({ ruleset: "session_token", build: BUILD });
     try {
-      // Cold sessions wait on the Topology Service while another request panics.
-      const inflight = [3, 2, 3].map((cell, i) => request(`${stack.url}/inflight-${i}`, { headers: { cookie: sessionCookie(cell, "_gitlab_session") } }));
-      const hit = request(`${stack.url}/__panic_probe__/sync`);
-      const results = await Promise.all([...inflight, hit]);
-      for (const r of results) assert.ok([200, 502].includes(r.status), `${r.status} ${r.text}\n${stack.logs.join("\n")}`);
-      assert.equal(results.at(-1).status, 502);
+      // Cold sessions wait in routeAsync on a slow Topology Service. The
+      // panic is sent only once all three have reached it, and is answered
+      // long before the Topology Service answers them: so each of them is
+      // still waiting on the old instance when it panics, every time.
+      await postJson(`${stack.topology.admin}/_faults`, { latency_ms: 1500 });
+      await postJson(`${stack.topology.admin}/_stats/reset`, {});
+      const paths = ["/inflight-0", "/inflight-1", "/inflight-2"];
+      const inflight = [3, 2, 3].map((cell, i) => request(`${stack.url}${paths[i]}`, { headers: { cookie: sessionCookie(cell, "_gitlab_session") } }));
+      const deadline = Date.now() + 5000;
+      while ((await getJson(`${stack.topology.admin}/_stats`)).classify_calls < 3) {
+        assert.ok(Date.now() < deadline, "the three requests reach the Topology Service");
+        await sleep(10);
+      }
+      const started = Date.now();
+      const hit = await request(`${stack.url}/__panic_probe__/sync`);
+      assert.equal(hit.status, 502, hit.text);
+      assert.equal(hit.text, "gitlab-http-router: internal error\n");
+
+      // Their routeAsync futures live in the old instance and never finish
+      // (its callbacks are refused once the fresh instance starts), so
+      // unlessPanic fails them on its next 20 ms tick and the entry answers
+      // with internalError's plan: exactly the panicking request's answer,
+      // well before the Topology Service's 1.5 s would have passed.
+      const results = await Promise.all(inflight);
+      assert.ok(Date.now() - started < 1000, `answered when the instance panicked, not after the Topology Service (${Date.now() - started} ms)`);
+      for (const [i, r] of results.entries()) {
+        assert.equal(r.status, 502, `${paths[i]}: ${r.status} ${r.text}\n${stack.logs.join("\n")}`);
+        assert.equal(r.text, "gitlab-http-router: internal error\n", paths[i]);
+      }
+      // One restart for the one panic; each failed request is logged as an
+      // internal error naming the panic.
+      assert.equal(countLines(stack, "Rust panic: restarting the wasm instance"), 1, stack.logs.join("\n"));
+      const failed = await eventually(() => {
+        const lines = stack.logs.filter((l) => l.includes("the router's wasm instance panicked"));
+        assert.equal(lines.length, 3, stack.logs.join("\n"));
+        return lines;
+      });
+      for (const l of failed) assert.match(l, /"status":502/);
+      assert.deepEqual(requestLogs(stack).filter((l) => paths.includes(l.path)), [], "no request log line claims they were routed");
+
+      // The next request is routed normally by the fresh instance: a cold
+      // session classified again (the in-flight answers never reached a cache).
+      await postJson(`${stack.topology.admin}/_faults/reset`, {});
       const after = await request(`${stack.url}/after`, { headers: { cookie: sessionCookie(3) } });
-      assert.equal(after.status, 200);
+      assert.equal(after.status, 200, after.text);
       assert.equal(after.json().cell, "3");
+      const line = await eventually(() => {
+        const l = requestLogs(stack).find((x) => x.path === "/after");
+        assert.ok(l);
+        return l;
+      });
+      assert.equal(line.status, 200);
     } finally {
       await stack.stop();
     }

@@ -371,9 +371,16 @@ describe("container_registry ruleset, real registries and skopeo", () => {
     const mark = requestLogs(stack).length;
     const known = await request(`${stack.url}/v2/cell2-group/backend/api/image/manifests/v1`, { headers: { accept: MANIFEST_TYPE } });
     assert.equal(known.status, 200, "served by cell 2's registry from the cached classification");
-    // Never classified before: SPEC §6 falls back to the legacy registry (docs/registry.md discusses why a 503 would be safer for pushes).
-    const unknown = await request(`${stack.url}/v2/cell2-group/never-seen/image/tags/list`);
-    assert.ok(unknown.status < 500 || /^gitlab-http-router:/.test(unknown.text), `${unknown.status} ${unknown.text}`);
+    // Never classified before: SPEC §6 falls back to the legacy registry,
+    // GITLAB_PROXY_HOST (docs/registry.md discusses why a 503 would be safer
+    // for pushes). The Topology Service would have said cell 2 owns
+    // cell2-group, so landing in the legacy registry is the fallback's doing.
+    const unknownPath = "/v2/cell2-group/never-seen/image/tags/list";
+    const legacyMark = legacy.requests().length;
+    const cell2Mark = cell2.requests().length;
+    const unknown = await request(`${stack.url}${unknownPath}`);
+    assert.equal(unknown.status, 404, `the legacy registry's own answer: ${unknown.text}`);
+    assert.equal(unknown.json().errors[0].code, "NAME_UNKNOWN", unknown.text);
     const lines = await eventually(() => {
       const l = requestLogs(stack).slice(mark);
       assert.equal(l.length, 2);
@@ -381,6 +388,17 @@ describe("container_registry ruleset, real registries and skopeo", () => {
     });
     assert.equal(lines[0].upstream, cell2.addr);
     assert.ok(["memory", "cache-api", "stale"].includes(lines[0].cache), lines[0].cache);
+    assert.equal(lines[1].path, unknownPath);
+    assert.equal(lines[1].upstream, legacy.addr, "the router forwarded it to GITLAB_PROXY_HOST");
+    assert.equal(lines[1].status, 404);
+    // The legacy registry received exactly this request, and cell 2's registry nothing.
+    await eventually(() =>
+      assert.deepEqual(
+        legacy.requests().slice(legacyMark).map((r) => [r.method, r.uri, r.status]),
+        [["GET", unknownPath, 404]],
+      ),
+    );
+    assert.deepEqual(cell2.requests().slice(cell2Mark).filter((r) => r.uri.startsWith("/v2/cell2-group/never-seen/")), []);
     assertNoCrash(stack);
   });
 });
