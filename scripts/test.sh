@@ -10,6 +10,8 @@ bash scripts/setup.sh --registry
 
 echo "==> native tests (cargo test)" >&2
 cargo test --workspace --exclude gitlab-http-router --quiet
+# The edge's pure parts (settings, header filling, plans), natively.
+cargo test --quiet -p gitlab-http-router --lib
 
 echo "==> building the worker and the local stack" >&2
 bash scripts/build-worker.sh

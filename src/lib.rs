@@ -93,6 +93,15 @@ impl Isolate {
                 .ok()
                 .or_else(|| env.secret(name).map(|v| v.to_string()).ok())
         };
+        Isolate::from_lookup(lookup, log_error)
+    }
+
+    /// The isolate's state from its settings; `log_error(scope, message)`
+    /// reports what is wrong with them (never fatal).
+    fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+        log_error: impl Fn(&str, &str),
+    ) -> Isolate {
         let (config, problems) = Config::from_lookup(lookup);
         for problem in &problems {
             log_error("config", problem);
@@ -575,4 +584,165 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
         },
         log: log_plan(&iso.config, &log),
     }))
+}
+
+/// The edge's pure parts, natively: settings to isolate state, header
+/// filling, and the plan for decided requests (no signing key, so nothing
+/// here touches a JS object).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn isolate_with(vars: &[(&str, &str)]) -> (Isolate, Vec<String>) {
+        let errors = RefCell::new(Vec::new());
+        let iso = Isolate::from_lookup(
+            |name| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            },
+            |scope, message| errors.borrow_mut().push(format!("{scope}: {message}")),
+        );
+        (iso, errors.into_inner())
+    }
+
+    fn incoming(iso: &Isolate, url: &str, headers: &[(&str, &str)]) -> Incoming {
+        let mut incoming = Incoming::parse(url, "GET".to_string()).expect("URL");
+        let names = iso.header_names.as_ref().expect("named headers");
+        let joined: Vec<&str> = names
+            .iter()
+            .map(|n| {
+                headers
+                    .iter()
+                    .find(|(h, _)| h == n)
+                    .map_or(HEADER_ABSENT, |(_, v)| *v)
+            })
+            .collect();
+        assert!(fill_headers(
+            &mut incoming.parts,
+            names,
+            &joined.join(SEPARATOR)
+        ));
+        incoming
+    }
+
+    fn forward_of(plan: Plan) -> Forward {
+        match plan {
+            Plan::Forward(f) => *f,
+            other => panic!("expected a forward plan, got {other:?}"),
+        }
+    }
+
+    const LEGACY: &[(&str, &str)] = &[
+        ("GITLAB_RULES_CONFIG", "cells"),
+        ("GITLAB_PROXY_HOST", "legacy.example:8080"),
+        ("GITLAB_UPSTREAM_SCHEME", "http"),
+    ];
+
+    #[test]
+    fn a_fixed_route_is_planned_with_every_forwarding_header() {
+        let (iso, errors) = isolate_with(LEGACY);
+        assert!(
+            errors.iter().all(|e| !e.contains("GITLAB_RULES_CONFIG")),
+            "{errors:?}"
+        );
+        let req = incoming(
+            &iso,
+            "https://gitlab.com/users/sign_in?x=1",
+            &[
+                ("cf-connecting-ip", "203.0.113.7"),
+                ("connection", "close, x-secret"),
+            ],
+        );
+        let rules = iso.ruleset.as_ref().unwrap();
+        let routed = Routed {
+            decision: rules.decide(&req.parts),
+            resolution: None,
+            fell_through: Vec::new(),
+        };
+        let f = forward_of(plan(&iso, &req, Some(&routed)));
+        assert_eq!(f.url, "http://legacy.example:8080/users/sign_in?x=1");
+        let set: Vec<(&str, &str)> = f
+            .set
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            set,
+            [
+                ("x-forwarded-host", "gitlab.com"),
+                ("x-forwarded-proto", "https"),
+                ("x-gitlab-http-router-rule-action", "proxy"),
+                ("x-forwarded-for", "203.0.113.7"),
+            ]
+        );
+        assert!(f.drop.contains(&"x-secret".to_string()), "{:?}", f.drop);
+        assert!(f.signing.is_none());
+        assert_eq!(f.on_upstream_failure.answer.status, 502);
+        assert!(f.log.head.contains(r#""rule":"legacy""#), "{}", f.log.head);
+        assert_eq!(f.log.min_status, 0, "GITLAB_REQUEST_LOG=all by default");
+        // What the entry reads is what was planned.
+        let planned = Plan::Forward(Box::new(f));
+        assert_eq!(Plan::decode(&planned.encode()), Some(planned));
+    }
+
+    #[test]
+    fn failures_become_answers_with_their_status_and_log() {
+        let (iso, _) = isolate_with(&[("GITLAB_RULES_CONFIG", "cells")]);
+        let req = incoming(&iso, "https://gitlab.com/explore", &[]);
+        let routed = Routed {
+            decision: iso.ruleset.as_ref().unwrap().decide(&req.parts),
+            resolution: None,
+            fell_through: Vec::new(),
+        };
+        match plan(&iso, &req, Some(&routed)) {
+            Plan::Answer { answer, log } => {
+                assert_eq!(answer.status, 502);
+                assert_eq!(answer.body, "gitlab-http-router: no upstream configured\n");
+                let log = log.expect("logged");
+                assert_eq!(log.min_status, 0);
+                assert!(
+                    log.tail.contains("no legacy cell configured"),
+                    "{}",
+                    log.tail
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_rejection_is_answered_by_the_router() {
+        let (iso, _) = isolate_with(&[
+            ("GITLAB_RULES_CONFIG", "container_registry"),
+            ("GITLAB_PROXY_HOST", "registry.example"),
+        ]);
+        let req = incoming(
+            &iso,
+            "https://registry.gitlab.com/v2/a%2Fb/manifests/latest",
+            &[],
+        );
+        let routed = Routed {
+            decision: iso.ruleset.as_ref().unwrap().decide(&req.parts),
+            resolution: None,
+            fell_through: Vec::new(),
+        };
+        match plan(&iso, &req, Some(&routed)) {
+            Plan::Answer { answer, log } => {
+                assert_eq!(answer.status, 400);
+                assert!(log.unwrap().head.contains(r#""action":"reject""#));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn header_values_that_hold_the_separator_are_asked_again() {
+        let mut parts = RequestParts::default();
+        let names = vec!["a".to_string(), "b".to_string()];
+        assert!(!fill_headers(&mut parts, &names, "x\u{0}y\u{0}z"));
+        let mut parts = RequestParts::default();
+        assert!(fill_headers(&mut parts, &names, "x\u{0}\u{1}"));
+        assert_eq!(parts.headers, [("a".to_string(), "x".to_string())]);
+    }
 }

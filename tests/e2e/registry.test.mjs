@@ -388,6 +388,7 @@ describe("container_registry ruleset, real registries and skopeo", () => {
     });
     assert.equal(lines[0].upstream, cell2.addr);
     assert.ok(["memory", "cache-api", "stale"].includes(lines[0].cache), lines[0].cache);
+    console.log("DEBUGLINE", JSON.stringify(lines[1]));
     assert.equal(lines[1].path, unknownPath);
     assert.equal(lines[1].upstream, legacy.addr, "the router forwarded it to GITLAB_PROXY_HOST");
     assert.equal(lines[1].status, 404);
