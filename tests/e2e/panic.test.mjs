@@ -83,6 +83,7 @@ describe("a Rust panic", () => {
       await postJson(`${stack.topology.admin}/_faults`, { latency_ms: 1500 });
       await postJson(`${stack.topology.admin}/_stats/reset`, {});
       const paths = ["/inflight-0", "/inflight-1", "/inflight-2"];
+      const sent = Date.now();
       const inflight = [3, 2, 3].map((cell, i) => request(`${stack.url}${paths[i]}`, { headers: { cookie: sessionCookie(cell, "_gitlab_session") } }));
       const deadline = Date.now() + 5000;
       while ((await getJson(`${stack.topology.admin}/_stats`)).classify_calls < 3) {
@@ -128,6 +129,14 @@ describe("a Rust panic", () => {
         return l;
       });
       assert.equal(line.status, 200);
+
+      // Once the Topology Service has answered the old instance's calls (their
+      // callbacks are refused), routing is still undisturbed: no second restart.
+      await sleep(Math.max(0, sent + 1800 - Date.now()));
+      const late = await request(`${stack.url}/after-late`, { headers: { cookie: sessionCookie(2) } });
+      assert.equal(late.status, 200, late.text);
+      assert.equal(late.json().cell, "2");
+      assert.equal(countLines(stack, "Rust panic: restarting the wasm instance"), 1, stack.logs.join("\n"));
     } finally {
       await stack.stop();
     }

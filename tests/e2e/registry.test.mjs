@@ -388,8 +388,10 @@ describe("container_registry ruleset, real registries and skopeo", () => {
     });
     assert.equal(lines[0].upstream, cell2.addr);
     assert.ok(["memory", "cache-api", "stale"].includes(lines[0].cache), lines[0].cache);
-    console.log("DEBUGLINE", JSON.stringify(lines[1]));
     assert.equal(lines[1].path, unknownPath);
+    assert.equal(lines[1].rule, "registry_repository");
+    assert.equal(lines[1].cache, "fallback", "no classification: the SPEC §6 fallback");
+    assert.match(lines[1].error, /^topology service unreachable/);
     assert.equal(lines[1].upstream, legacy.addr, "the router forwarded it to GITLAB_PROXY_HOST");
     assert.equal(lines[1].status, 404);
     // The legacy registry received exactly this request, and cell 2's registry nothing.
