@@ -626,6 +626,15 @@ mod tests {
         incoming
     }
 
+    /// The ruleset's decision for `req`, as routed without a service.
+    fn decided<'a>(iso: &'a Isolate, req: &Incoming) -> Routed<'a> {
+        Routed {
+            decision: iso.ruleset.as_ref().expect("a ruleset").decide(&req.parts),
+            resolution: None,
+            fell_through: Vec::new(),
+        }
+    }
+
     fn forward_of(plan: Plan) -> Forward {
         match plan {
             Plan::Forward(f) => *f,
@@ -654,12 +663,7 @@ mod tests {
                 ("connection", "close, x-secret"),
             ],
         );
-        let rules = iso.ruleset.as_ref().unwrap();
-        let routed = Routed {
-            decision: rules.decide(&req.parts),
-            resolution: None,
-            fell_through: Vec::new(),
-        };
+        let routed = decided(&iso, &req);
         let f = forward_of(plan(&iso, &req, Some(&routed)));
         assert_eq!(f.url, "http://legacy.example:8080/users/sign_in?x=1");
         let set: Vec<(&str, &str)> = f
@@ -690,11 +694,7 @@ mod tests {
     fn failures_become_answers_with_their_status_and_log() {
         let (iso, _) = isolate_with(&[("GITLAB_RULES_CONFIG", "cells")]);
         let req = incoming(&iso, "https://gitlab.com/explore", &[]);
-        let routed = Routed {
-            decision: iso.ruleset.as_ref().unwrap().decide(&req.parts),
-            resolution: None,
-            fell_through: Vec::new(),
-        };
+        let routed = decided(&iso, &req);
         match plan(&iso, &req, Some(&routed)) {
             Plan::Answer { answer, log } => {
                 assert_eq!(answer.status, 502);
@@ -722,11 +722,7 @@ mod tests {
             "https://registry.gitlab.com/v2/a%2Fb/manifests/latest",
             &[],
         );
-        let routed = Routed {
-            decision: iso.ruleset.as_ref().unwrap().decide(&req.parts),
-            resolution: None,
-            fell_through: Vec::new(),
-        };
+        let routed = decided(&iso, &req);
         match plan(&iso, &req, Some(&routed)) {
             Plan::Answer { answer, log } => {
                 assert_eq!(answer.status, 400);

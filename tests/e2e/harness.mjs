@@ -311,3 +311,16 @@ export async function waitForOutput(stack, predicate, ms = 3000) {
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/** Retries `check` (which throws until it holds) for up to `ms`: logs arrive asynchronously. */
+export async function eventually(check, ms = 3000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return await check();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}

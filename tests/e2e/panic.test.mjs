@@ -11,7 +11,7 @@ import { test, describe, before } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ROOT, startStack, request, sessionCookie, requestLogs, postJson, getJson } from "./harness.mjs";
+import { ROOT, startStack, request, sessionCookie, requestLogs, postJson, getJson, eventually } from "./harness.mjs";
 const BUILD = "target/worker-probe";
 
 before(() => {
@@ -25,18 +25,6 @@ before(() => {
 
 const countLines = (stack, needle) => stack.logs.filter((l) => l.includes(needle)).length;
 
-/** Retries `check` (which throws until it holds) for up to `ms`: logs arrive asynchronously. */
-async function eventually(check, ms = 3000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
-      return await check();
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await sleep(50);
-    }
-  }
-}
 
 describe("a Rust panic", () => {
   for (const place of ["sync", "async"]) {

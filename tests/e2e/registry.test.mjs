@@ -14,7 +14,7 @@ import { createHash } from "node:crypto";
 import { mkdtempSync, existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startStack, request, requestLogs, postJson } from "./harness.mjs";
+import { startStack, request, requestLogs, postJson, eventually } from "./harness.mjs";
 import {
   requireRegistryTools,
   startRegistry,
@@ -26,22 +26,9 @@ import {
   rolloutBucket,
 } from "./registry-harness.mjs";
 import { writeOciImage, readOciImage, MANIFEST_TYPE } from "./registry-oci.mjs";
-import { setTimeout as sleep } from "node:timers/promises";
 
 const REPO_PATH = /^\/v2\/([a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)\/(?:manifests|blobs|tags|referrers)\//;
 
-/** Retries `check` (which throws until it holds) for up to `ms`: logs arrive asynchronously. */
-async function eventually(check, ms = 3000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
-      return await check();
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await sleep(50);
-    }
-  }
-}
 
 const scratch = mkdtempSync(join(tmpdir(), "router-registry-test-"));
 let legacy; // the legacy registry (GITLAB_PROXY_HOST of the registry deployment; also cell 1's registryAddress)

@@ -291,6 +291,19 @@ mod tests {
         parts
     }
 
+    fn resolver<'a>(
+        service: &'a Service,
+        clock: &'a Clock,
+    ) -> Resolver<&'a Service, NoSharedCache, &'a Clock> {
+        Resolver::new(
+            service,
+            NoSharedCache,
+            clock,
+            CachePolicy::default(),
+            ClientPolicy::default(),
+        )
+    }
+
     fn address(routed: &Routed) -> Option<String> {
         match &routed.resolution.as_ref()?.classification {
             Some(Classification::Cell(cell)) => Some(cell.address.clone()),
@@ -311,13 +324,7 @@ mod tests {
             "c3".into(),
         );
         let clock = Clock(RefCell::new(1_000));
-        let resolver = Resolver::new(
-            &service,
-            NoSharedCache,
-            &clock,
-            CachePolicy::default(),
-            ClientPolicy::default(),
-        );
+        let resolver = resolver(&service, &clock);
         let run = |path, session| {
             futures_executor::block_on(route(&rules, Some(&resolver), &request(path, session)))
         };
@@ -380,13 +387,7 @@ mod tests {
             "c3".into(),
         );
         let clock = Clock(RefCell::new(0));
-        let resolver = Resolver::new(
-            &service,
-            NoSharedCache,
-            &clock,
-            CachePolicy::default(),
-            ClientPolicy::default(),
-        );
+        let resolver = resolver(&service, &clock);
         let req = request("/nobody/app", Some("cell-3"));
         let pending = route_from_memory(&rules, Some(&resolver), &req).unwrap_err();
         assert_eq!(rules.evaluations(), 1);
@@ -412,13 +413,7 @@ mod tests {
             Ruleset::from_json("t", &RULES.replace(r#", "notFound": "next-rule""#, "")).unwrap();
         let service = Service::default();
         let clock = Clock(RefCell::new(0));
-        let resolver = Resolver::new(
-            &service,
-            NoSharedCache,
-            &clock,
-            CachePolicy::default(),
-            ClientPolicy::default(),
-        );
+        let resolver = resolver(&service, &clock);
         let routed = futures_executor::block_on(route(
             &rules,
             Some(&resolver),
