@@ -95,7 +95,7 @@ export function runDeploy(args, env, opts = {}) {
 }
 
 /** Starts deploy-worker.sh: {child, done} (done as runDeploy's promise). */
-export function startDeploy(args, env, { timeoutMs = 120_000 } = {}) {
+export function startDeploy(args, env, { timeoutMs = 300_000 } = {}) {
   const child = spawn("bash", [SCRIPT, ...args], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
   const done = new Promise((resolve, reject) => {
     let stdout = "";
