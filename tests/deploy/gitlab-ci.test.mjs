@@ -3,7 +3,7 @@
 // parse and pass GitLab's schema with the expected jobs, the `validate` job
 // must run in the shell and agree with `rulesctl validate`, the
 // `change-lock` job must fail during a lock unless CHANGE_LOCK_OVERRIDE, and
-// build, validate, change-lock and deploy-staging must deploy to the
+// build, validate, change-lock and deploy-staging (run one by one) must deploy to the
 // Cloudflare API stand-in, whose record rollback-staging then undoes.
 // When gitlab-ci-local cannot be installed (no npm registry) or rsync is
 // missing, those checks are skipped and only the (optional) PyYAML parse
@@ -199,10 +199,13 @@ describe(".gitlab-ci.yml", () => {
       CARGO_HOME: process.env.CARGO_HOME ?? path.join(HOME, ".cargo"),
     };
     const vars = Object.entries(variables).flatMap(([k, v]) => ["--variable", `${k}=${v}`]);
-    const r = await gitlabCiLocalAsync(["--force-shell-executor", "--needs", ...vars, "deploy-staging"]);
-    assert.equal(r.status, 0, r.out);
-    for (const job of ["build", "validate", "change-lock", "deploy-staging"]) assert.match(r.out, new RegExp(`PASS\\s+${job}\\b`), r.out);
-    const sha = run("git", ["rev-parse", "--short", "HEAD"], { cwd: project }).stdout.trim();
+    // one job at a time, in pipeline order (--needs would also run lint and test, the stages before)
+    for (const job of ["build", "validate", "change-lock", "deploy-staging"]) {
+      const r = await gitlabCiLocalAsync(["--force-shell-executor", ...vars, job]);
+      assert.equal(r.status, 0, r.out);
+      assert.match(r.out, new RegExp(`PASS\\s+${job}\\b`), r.out);
+    }
+    const sha = run("git", ["rev-parse", "--short=8", "HEAD"], { cwd: project }).stdout.trim(); // CI_COMMIT_SHORT_SHA
     const newVersion = api.scripts.get(name).versions[0].id;
     assert.equal(api.scripts.get(name).versions[0].annotations["workers/tag"], sha, "the version is tagged with the pipeline's commit");
     const posted = api.deploymentsPosted(name).map((v) => Object.fromEntries(v.map((x) => [x.version_id, x.percentage])));
