@@ -230,7 +230,7 @@ import sys, json, yaml
 class Loader(yaml.SafeLoader): pass
 Loader.add_constructor("!reference", lambda loader, node: loader.construct_sequence(node))
 doc = yaml.load(open(sys.argv[1]), Loader=Loader)
-print(json.dumps({"stages": doc["stages"], "jobs": {k: v for k, v in doc.items() if isinstance(v, dict) and "script" in v and not k.startswith(".")}}))
+print(json.dumps({"stages": doc["stages"], "jobs": {k: v for k, v in doc.items() if isinstance(v, dict) and not k.startswith(".") and k not in ("workflow", "variables", "default")}}))
 `;
     const r = run("python3", ["-c", script, path.join(REPO, ".gitlab-ci.yml")]);
     if (r.error) return t.skip("python3 is not installed (this check is optional)");
