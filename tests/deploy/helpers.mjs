@@ -96,14 +96,17 @@ export function runDeploy(args, env, opts = {}) {
 
 /** Starts deploy-worker.sh: {child, done} (done as runDeploy's promise). */
 export function startDeploy(args, env, { timeoutMs = 300_000 } = {}) {
-  const child = spawn("bash", [SCRIPT, ...args], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
+  // its own process group, so a timeout stops wrangler too, not only the program
+  const child = spawn("bash", [SCRIPT, ...args], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   const done = new Promise((resolve, reject) => {
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
     const timer = setTimeout(() => {
-      child.kill("SIGKILL");
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {}
       reject(new Error(`deploy-worker.sh ${args.join(" ")} timed out\n${stdout}\n${stderr}`));
     }, timeoutMs);
     child.on("close", (code, signal) => {
