@@ -3,13 +3,31 @@
 # that is already present at the right version (safe to run again):
 #   the wasm32 target, worker-build, wasm-bindgen-cli at the Cargo.lock
 #   version, and the npm packages from package-lock.json (wrangler,
-#   miniflare, binaryen's wasm-opt).
-# With --registry it also installs Debian's docker-registry and skopeo.
+#   miniflare, binaryen's wasm-opt, smol-toml for the deploy program).
+# With --registry it also installs Debian's docker-registry and skopeo; with
+# --npm-only it installs only the npm packages (what deploy-worker.sh
+# --check-lock and --dry-run need).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WORKER_BUILD_VERSION=0.8.7
 say() { printf '==> %s\n' "$*" >&2; }
+
+# npm ci runs only when package-lock.json changed since the last install.
+install_npm_packages() {
+  local lock_hash
+  lock_hash=$(sha256sum package-lock.json | cut -d' ' -f1)
+  if [ "$(cat node_modules/.lock-hash 2>/dev/null || true)" != "$lock_hash" ]; then
+    say "installing npm packages from package-lock.json"
+    npm ci --no-audit --no-fund --loglevel=error
+    echo "$lock_hash" > node_modules/.lock-hash
+  fi
+}
+
+if [ "${1:-}" = "--npm-only" ]; then
+  install_npm_packages
+  exit 0
+fi
 
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
   say "adding the wasm32-unknown-unknown target"
@@ -32,13 +50,7 @@ if [ "$(installed_version wasm-bindgen)" != "$WASM_BINDGEN_VERSION" ]; then
   cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
 fi
 
-# npm ci runs only when package-lock.json changed since the last install.
-lock_hash=$(sha256sum package-lock.json | cut -d' ' -f1)
-if [ "$(cat node_modules/.lock-hash 2>/dev/null || true)" != "$lock_hash" ]; then
-  say "installing npm packages from package-lock.json"
-  npm ci --no-audit --no-fund --loglevel=error
-  echo "$lock_hash" > node_modules/.lock-hash
-fi
+install_npm_packages
 
 # devstack's demo cell 2 serves a Git repository through `git http-backend`.
 if ! command -v git >/dev/null; then

@@ -7,8 +7,10 @@
 //
 //   const api = await startStandin();
 //   api.baseUrl            -> http://127.0.0.1:PORT/client/v4 (CLOUDFLARE_API_BASE_URL)
-//   api.seed(name, {tag})  -> an existing Worker with one version at 100 %
+//   api.seed(name, {tag, routes}) -> an existing Worker with one version at 100 %
+//                            (and its routes published)
 //   api.failDeploymentPost(3) -> the 3rd POST .../deployments answers 500
+//   api.failRoutesPut(1)   -> the 1st PUT .../scripts/:name/routes answers 500
 //   api.requests           -> [{method, path, query, json?, text?, parts?, status}]
 //   api.unknown            -> the requests nothing here implements
 //   await api.close()
@@ -27,6 +29,8 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
   const unknown = [];
   let deploymentPosts = 0;
   const failingPosts = new Set();
+  let routesPuts = 0;
+  const failingRoutesPuts = new Set();
   let clock = Date.parse("2026-05-01T10:00:00Z");
   const now = () => new Date((clock += 1000)).toISOString();
 
@@ -91,8 +95,9 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     return script;
   }
 
-  function seed(name, { tag = "0ldc0de", message = "seeded by the test" } = {}) {
+  function seed(name, { tag = "0ldc0de", message = "seeded by the test", routes = [] } = {}) {
     const script = newScript(name);
+    script.routes = routes.map((r) => ({ id: randomUUID(), script: name, ...r }));
     const version = newVersion(script, { tag, message });
     newDeployment(script, [{ version_id: version.id, percentage: 100 }], message, "upload");
     return version.id;
@@ -303,6 +308,10 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
         }
         if (sub === "/routes" && req.method === "GET") return reply(200, envelope(script.routes));
         if (sub === "/routes" && req.method === "PUT") {
+          routesPuts += 1;
+          if (failingRoutesPuts.has(routesPuts)) {
+            return reply(500, failure(10013, `stand-in: routes PUT #${routesPuts} fails on purpose`));
+          }
           script.routes = (record.json ?? []).map((r) => ({ id: randomUUID(), script: name, ...r }));
           return reply(200, envelope(script.routes));
         }
@@ -332,6 +341,9 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     seed,
     failDeploymentPost(n) {
       failingPosts.add(n);
+    },
+    failRoutesPut(n) {
+      failingRoutesPuts.add(n);
     },
     /** the POST .../deployments bodies that succeeded, oldest first */
     deploymentsPosted(name) {

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { before, describe, test } from "node:test";
 import { startStandin } from "./cf-api-standin.mjs";
-import { ensureBuild, explain, makeProject, runDeploy, startDeploy, workerName, writes } from "./helpers.mjs";
+import { ensureBuild, explain, makeProject, runDeploy, startDeploy, workerName, workerRoutes, writes } from "./helpers.mjs";
 
 const ENV = "staging";
 const NAME = workerName(ENV);
@@ -20,7 +20,7 @@ async function setup(t, { seeded = true } = {}) {
   const api = await startStandin();
   t.after(() => api.close());
   const project = makeProject(t);
-  const oldVersion = seeded ? api.seed(NAME, { tag: OLD_TAG }) : null;
+  const oldVersion = seeded ? api.seed(NAME, { tag: OLD_TAG, routes: workerRoutes(ENV) }) : null;
   return { api, project, oldVersion };
 }
 
@@ -52,7 +52,7 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     noUnknownCalls(api);
   });
 
-  test("2. default rollout: 5, 25, 50, 75, 100 % for the new version, old at 100-P", async (t) => {
+  test("2. default rollout: the new version at 0 % for the smoke test, then 5, 25, 50, 75, 100 %, old at 100-P", async (t) => {
     const { api, project, oldVersion } = await setup(t);
     const r = await runDeploy([ENV], project.env(api));
     assert.equal(r.code, 0, explain(r));
@@ -64,6 +64,7 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.notEqual(newVersion, oldVersion);
     const posted = api.deploymentsPosted(NAME).map(split);
     assert.deepEqual(posted, [
+      { [newVersion]: 0, [oldVersion]: 100 },
       { [newVersion]: 5, [oldVersion]: 95 },
       { [newVersion]: 25, [oldVersion]: 75 },
       { [newVersion]: 50, [oldVersion]: 50 },
@@ -71,7 +72,7 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
       { [newVersion]: 100 },
     ]);
     // order of the POSTs, not only their set
-    assert.deepEqual(api.deploymentsPosted(NAME).map((v) => v.find((x) => x.version_id === newVersion).percentage), [5, 25, 50, 75, 100]);
+    assert.deepEqual(api.deploymentsPosted(NAME).map((v) => v.find((x) => x.version_id === newVersion).percentage), [0, 5, 25, 50, 75, 100]);
     assert.deepEqual(split(api.latestDeployment(NAME).versions), { [newVersion]: 100 });
     assert.equal(project.rulesctlCalls().length, 1, "rulesctl validate ran once");
     assert.equal(project.rulesctlCalls()[0], "validate");
@@ -84,7 +85,7 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     const r = await runDeploy([ENV], env);
     assert.equal(r.code, 0, explain(r));
     const newVersion = api.scripts.get(NAME).versions[0].id;
-    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 25, [oldVersion]: 75 }]);
+    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [newVersion]: 25, [oldVersion]: 75 }]);
 
     // The next pipeline's step (same commit): the deployment is split between
     // the old version and ours, so ours goes on against the old one, with no
@@ -93,7 +94,7 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.equal(r2.code, 0, explain(r2));
     assert.equal(uploads(api).length, 1, "no second upload for the same commit");
     assert.deepEqual(api.deploymentsPosted(NAME).map(split).at(-1), { [newVersion]: 50, [oldVersion]: 50 });
-    assert.equal(api.deploymentsPosted(NAME).length, 2);
+    assert.equal(api.deploymentsPosted(NAME).length, 3);
 
     // A different commit while that rollout is unfinished: refused, nothing changes.
     const before = writes(api).length;
@@ -105,22 +106,25 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     // Without the override, a re-run resumes after the share already reached.
     const r4 = await runDeploy([ENV], project.env(api));
     assert.equal(r4.code, 0, explain(r4));
-    assert.deepEqual(api.deploymentsPosted(NAME).slice(2).map(split), [{ [newVersion]: 75, [oldVersion]: 25 }, { [newVersion]: 100 }]);
+    assert.deepEqual(api.deploymentsPosted(NAME).slice(3).map(split), [{ [newVersion]: 75, [oldVersion]: 25 }, { [newVersion]: 100 }]);
     noUnknownCalls(api);
   });
 
-  test("4. failed health check at the first step: rollback to old@100 %, exit 1, the message names 5 %", async (t) => {
+  test("4. a failing smoke test stops the rollout before any traffic moves: old@100 % alone again, exit 1", async (t) => {
     const { api, project, oldVersion } = await setup(t);
-    const r = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_CMD: "false" }));
+    const log = path.join(project.dir, "health.log");
+    const r = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_CMD: `echo "$DEPLOY_PERCENTAGE" >> ${log}; false` }));
     assert.equal(r.code, 1, explain(r));
     const newVersion = api.scripts.get(NAME).versions[0].id;
-    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 5, [oldVersion]: 95 }, { [oldVersion]: 100 }]);
-    assert.match(r.stderr, /health check failed at 5%/);
-    assert.match(r.stderr, new RegExp(`traffic is back on ${oldVersion} at 100%`));
+    // the new version only ever joined the deployment at 0 %
+    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [oldVersion]: 100 }]);
+    assert.equal(fs.readFileSync(log, "utf8"), "0\n", "one check, of the new version at 0 %");
+    assert.match(r.stderr, /SMOKE TEST FAILED before any traffic was shifted/);
+    assert.match(r.stderr, new RegExp(`nothing was shifted: ${oldVersion} serves 100% as before`));
     assert.deepEqual(split(api.latestDeployment(NAME).versions), { [oldVersion]: 100 });
   });
 
-  test("4b. HEALTH_CHECK_URL: 2xx passes, 5xx rolls back at the step it failed", async (t) => {
+  test("4b. HEALTH_CHECK_URL: 2xx passes (smoke test, 5 %), 5xx rolls back at the step it failed (25 %)", async (t) => {
     const http = await import("node:http");
     let healthy = 2; // the first two checks pass
     const overrides = [];
@@ -135,7 +139,7 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     const url = `http://127.0.0.1:${server.address().port}/-/health`;
     const r = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_URL: url, HEALTH_CHECK_TIMEOUT: "5" }));
     assert.equal(r.code, 1, explain(r));
-    assert.match(r.stderr, /health check failed at 50%/);
+    assert.match(r.stderr, /health check failed at 25%/);
     assert.match(r.stderr, /answered 503/);
     assert.deepEqual(api.deploymentsPosted(NAME).at(-1), [{ version_id: oldVersion, percentage: 100 }]);
     // every probe asked for the new version, whatever the split
@@ -151,6 +155,7 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.equal(r.code, 0, explain(r));
     const newVersion = api.scripts.get(NAME).versions[0].id;
     assert.deepEqual(fs.readFileSync(log, "utf8").trim().split("\n"), [
+      `${ENV} ${NAME} 0 ${newVersion} ${oldVersion}`,
       `${ENV} ${NAME} 10 ${newVersion} ${oldVersion}`,
       `${ENV} ${NAME} 100 ${newVersion} ${oldVersion}`,
     ]);
@@ -193,7 +198,7 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.equal(r2.code, 0, explain(r2));
     assert.match(r2.stderr, /CHANGE_LOCK_OVERRIDE=true/);
     assert.equal(uploads(api).length, 1);
-    assert.equal(api.deploymentsPosted(NAME).length, 1);
+    assert.equal(api.deploymentsPosted(NAME).length, 2, "the smoke test's 0 % and the 100 %");
     assert.notEqual(api.latestDeployment(NAME).versions[0].version_id, oldVersion);
   });
 
@@ -207,17 +212,17 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.equal(api.requests.length, 0);
   });
 
-  test("6. wrangler fails mid-rollout (3rd deployment POST): rollback attempted, state reported, exit 1", async (t) => {
+  test("6. wrangler fails mid-rollout (4th deployment POST, the 50 % step): rollback attempted, state reported, exit 1", async (t) => {
     const { api, project, oldVersion } = await setup(t);
-    api.failDeploymentPost(3);
+    api.failDeploymentPost(4);
     const r = await runDeploy([ENV], project.env(api));
     assert.equal(r.code, 1, explain(r));
     const newVersion = api.scripts.get(NAME).versions[0].id;
     const posts = deploymentPosts(api);
-    assert.equal(posts.length, 4, explain(r));
-    assert.equal(posts[2].status, 500);
-    assert.deepEqual(split(posts[2].json.versions), { [newVersion]: 50, [oldVersion]: 50 });
-    assert.deepEqual(posts[3].json.versions, [{ version_id: oldVersion, percentage: 100 }], "the rollback attempt");
+    assert.equal(posts.length, 5, explain(r));
+    assert.equal(posts[3].status, 500);
+    assert.deepEqual(split(posts[3].json.versions), { [newVersion]: 50, [oldVersion]: 50 });
+    assert.deepEqual(posts[4].json.versions, [{ version_id: oldVersion, percentage: 100 }], "the rollback attempt");
     assert.match(r.stderr, /wrangler versions deploy failed at the 50% step/);
     assert.match(r.stderr, new RegExp(`traffic is back on ${oldVersion} at 100%`));
     assert.deepEqual(split(api.latestDeployment(NAME).versions), { [oldVersion]: 100 });
@@ -225,8 +230,8 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
 
   test("6b. the rollback fails too: the script says where traffic really is", async (t) => {
     const { api, project, oldVersion } = await setup(t);
-    api.failDeploymentPost(3);
     api.failDeploymentPost(4);
+    api.failDeploymentPost(5);
     const r = await runDeploy([ENV], project.env(api));
     assert.equal(r.code, 1, explain(r));
     const newVersion = api.scripts.get(NAME).versions[0].id;
@@ -239,15 +244,17 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     const { api, project, oldVersion } = await setup(t);
     const { child, done } = startDeploy([ENV], project.env(api, { BAKE_SECONDS: "600" }));
     t.after(() => child.exitCode === null && child.kill("SIGKILL"));
-    // wait for the 5 % step, then for the bake to start
-    while (api.deploymentsPosted(NAME).length === 0) await new Promise((resolve) => setTimeout(resolve, 100));
+    // wait for the 5 % step (after the smoke test's 0 %), then for the bake to start
+    let exited = false;
+    done.then(() => (exited = true));
+    while (api.deploymentsPosted(NAME).length < 2 && !exited) await new Promise((resolve) => setTimeout(resolve, 100));
     await new Promise((resolve) => setTimeout(resolve, 500));
     child.kill("SIGTERM");
     const r = await done;
     assert.equal(r.code, 1, explain(r));
     assert.match(r.stderr, /interrupted during the rollout/);
     assert.deepEqual(api.deploymentsPosted(NAME).at(-1), [{ version_id: oldVersion, percentage: 100 }]);
-    assert.equal(api.deploymentsPosted(NAME).length, 2);
+    assert.equal(api.deploymentsPosted(NAME).length, 3);
   });
 
   test("7. the uploaded version carries the wasm module and the script", async (t) => {
@@ -278,9 +285,10 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.equal(wrangler[0], `DRY-RUN: wrangler deployments status --env ${ENV} --json`);
     assert.equal(wrangler[1], `DRY-RUN: wrangler versions upload --env ${ENV} --tag abc1234 --message 'test deploy'`);
     const deploys = wrangler.slice(2);
-    assert.equal(deploys.length, 5);
-    assert.match(deploys[0], /^DRY-RUN: wrangler versions deploy <new-version-id>@5% <current-version-id>@95% --env staging --yes /);
-    assert.match(deploys[4], /^DRY-RUN: wrangler versions deploy <new-version-id>@100% --env staging --yes /);
+    assert.equal(deploys.length, 6);
+    assert.match(deploys[0], /^DRY-RUN: wrangler versions deploy <new-version-id>@0% <current-version-id>@100% --env staging --yes /);
+    assert.match(deploys[1], /^DRY-RUN: wrangler versions deploy <new-version-id>@5% <current-version-id>@95% --env staging --yes /);
+    assert.match(deploys[5], /^DRY-RUN: wrangler versions deploy <new-version-id>@100% --env staging --yes /);
     assert.ok(lines.includes("DRY-RUN: bash scripts/build-worker.sh"), "the build is printed, not run");
     assert.equal(api.requests.length, 0, "the stand-in received nothing");
 

@@ -1,21 +1,26 @@
 // .gitlab-ci.yml through gitlab-ci-local (npm, pinned to 4.73.0: 4.75 crashes
 // on Node 20), in a throw-away git copy of the work tree: the pipeline must
 // parse and pass GitLab's schema with the expected jobs, the `validate` job
-// must run in the shell and agree with `rulesctl validate`, and the
-// `change-lock` job must fail during a lock unless CHANGE_LOCK_OVERRIDE.
+// must run in the shell and agree with `rulesctl validate`, the
+// `change-lock` job must fail during a lock unless CHANGE_LOCK_OVERRIDE, and
+// build, validate, change-lock and deploy-staging (run one by one) must deploy to the
+// Cloudflare API stand-in, whose record rollback-staging then undoes.
 // When gitlab-ci-local cannot be installed (no npm registry) or rsync is
-// missing, those checks are skipped and only the PyYAML parse check remains.
+// missing, those checks are skipped and only the (optional) PyYAML parse
+// check remains.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { before, describe, test } from "node:test";
-import { REPO } from "./helpers.mjs";
+import { startStandin } from "./cf-api-standin.mjs";
+import { startEdge } from "./edge-standin.mjs";
+import { ACCOUNT_ID, ensureBuild, REPO, workerName, workerRoutes } from "./helpers.mjs";
 
 const GCL_VERSION = "4.73.0";
 const EXPECTED_STAGES = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-production", "rollback"];
-const EXPECTED_JOBS = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-registry-staging", "deploy-production", "deploy-registry-production", "rollback"];
+const EXPECTED_JOBS = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-registry-staging", "deploy-production", "deploy-registry-production", "rollback-staging", "rollback-registry-staging", "rollback-production", "rollback-registry-production", "rollback"];
 const HOME = os.homedir();
 
 let gcl = null; // path of the gitlab-ci-local binary, or null
@@ -81,6 +86,28 @@ function gitlabCiLocal(args, { timeout = 300_000 } = {}) {
   });
 }
 
+/**
+ * gitlab-ci-local without blocking this process, so the stand-ins in it can
+ * answer the jobs; resolves {status, out}; killed (by PID) after timeoutMs.
+ */
+function gitlabCiLocalAsync(args, { timeout = 900_000 } = {}) {
+  const child = spawn(gcl, args, {
+    cwd: project,
+    env: { ...process.env, HOME: home, CARGO_HOME: process.env.CARGO_HOME ?? path.join(HOME, ".cargo"), RUSTUP_HOME: process.env.RUSTUP_HOME ?? path.join(HOME, ".rustup") },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  const timer = setTimeout(() => child.kill("SIGKILL"), timeout);
+  return new Promise((resolve) => {
+    child.on("close", (status) => {
+      clearTimeout(timer);
+      resolve({ status, out });
+    });
+  });
+}
+
 before(() => {
   gcl = installGitlabCiLocal();
   if (gcl && run("rsync", ["--version"]).status !== 0) {
@@ -112,6 +139,10 @@ describe(".gitlab-ci.yml", () => {
     assert.equal(byName["deploy-staging"].when, "on_success");
     assert.ok(byName["deploy-production"].needs.some((n) => n.job === "deploy-staging"), "production comes after staging");
     assert.deepEqual(byName["rollback"].needs, [], "rollback can run at any time");
+    for (const env of ["staging", "registry-staging", "production", "registry-production"]) {
+      assert.equal(byName[`rollback-${env}`].when, "manual");
+      assert.deepEqual(byName[`rollback-${env}`].needs.map((n) => n.job), [`deploy-${env}`], `rollback-${env} reads deploy-${env}'s record`);
+    }
   });
 
   test("the validate job runs in the shell and agrees with rulesctl validate", (t) => {
@@ -145,15 +176,64 @@ describe(".gitlab-ci.yml", () => {
     assert.equal(overridden.status, 0, overridden.stdout + overridden.stderr);
   });
 
+  test("build, validate, change-lock and deploy-staging deploy to the API stand-in; rollback-staging undoes it from the rollout record", async (t) => {
+    if (!gcl) return t.skip(whyNot);
+    ensureBuild();
+    // build/ as the cache and the last build left it: newer than the sources, so the build job's cargo step is skipped as up to date
+    fs.cpSync(path.join(REPO, "build"), path.join(project, "build"), { recursive: true });
+    const name = workerName("staging");
+    const api = await startStandin();
+    t.after(() => api.close());
+    const edge = await startEdge(api, name);
+    t.after(() => edge.close());
+    const oldVersion = api.seed(name, { tag: "0ldc0de", routes: workerRoutes("staging") });
+    const variables = {
+      CLOUDFLARE_API_BASE_URL: api.baseUrl,
+      CLOUDFLARE_API_TOKEN: "test",
+      CLOUDFLARE_ACCOUNT_ID: ACCOUNT_ID,
+      HEALTH_CHECK_URL: edge.url("/users/sign_in"),
+      ROLLOUT_PERCENTAGES: "50 100",
+      BAKE_SECONDS: "0",
+      SMOKE_DELAY_SECONDS: "0",
+      CARGO_TARGET_DIR: path.join(REPO, "target"),
+      CARGO_HOME: process.env.CARGO_HOME ?? path.join(HOME, ".cargo"),
+    };
+    const vars = Object.entries(variables).flatMap(([k, v]) => ["--variable", `${k}=${v}`]);
+    // one job at a time, in pipeline order (--needs would also run lint and test, the stages before)
+    for (const job of ["build", "validate", "change-lock", "deploy-staging"]) {
+      const r = await gitlabCiLocalAsync(["--force-shell-executor", ...vars, job]);
+      assert.equal(r.status, 0, r.out);
+      assert.match(r.out, new RegExp(`PASS\\s+${job}\\b`), r.out);
+    }
+    const sha = run("git", ["rev-parse", "--short=8", "HEAD"], { cwd: project }).stdout.trim(); // CI_COMMIT_SHORT_SHA
+    const newVersion = api.scripts.get(name).versions[0].id;
+    assert.equal(api.scripts.get(name).versions[0].annotations["workers/tag"], sha, "the version is tagged with the pipeline's commit");
+    const posted = api.deploymentsPosted(name).map((v) => Object.fromEntries(v.map((x) => [x.version_id, x.percentage])));
+    assert.deepEqual(posted, [{ [newVersion]: 0, [oldVersion]: 100 }, { [newVersion]: 50, [oldVersion]: 50 }, { [newVersion]: 100 }]);
+    assert.deepEqual(edge.requests.map((q) => q.override), [0, 50, 100].map(() => `${name}="${newVersion}"`), "smoke test and two steps, each with the override header");
+    const recordFile = path.join(project, "rollout-records/staging.json");
+    const record = JSON.parse(fs.readFileSync(recordFile, "utf8"));
+    assert.deepEqual([record.outcome, record.old_version, record.new_version, record.tag], ["completed", oldVersion, newVersion, sha]);
+
+    const rb = await gitlabCiLocalAsync(["--force-shell-executor", ...vars, "rollback-staging"]);
+    assert.equal(rb.status, 0, rb.out);
+    assert.match(rb.out, /PASS\s+rollback-staging/);
+    assert.match(rb.out, new RegExp(`says ${oldVersion} served before ${newVersion}`));
+    assert.deepEqual(api.latestDeployment(name).versions, [{ version_id: oldVersion, percentage: 100 }]);
+    assert.equal(JSON.parse(fs.readFileSync(recordFile, "utf8")).rollback.to, oldVersion);
+    assert.deepEqual(api.unknown, []);
+  });
+
   test("PyYAML parses the pipeline: the stages in order and the jobs (the check left when gitlab-ci-local is not there)", (t) => {
     const script = `
 import sys, json, yaml
 class Loader(yaml.SafeLoader): pass
 Loader.add_constructor("!reference", lambda loader, node: loader.construct_sequence(node))
 doc = yaml.load(open(sys.argv[1]), Loader=Loader)
-print(json.dumps({"stages": doc["stages"], "jobs": {k: v for k, v in doc.items() if isinstance(v, dict) and "script" in v and not k.startswith(".")}}))
+print(json.dumps({"stages": doc["stages"], "jobs": {k: v for k, v in doc.items() if isinstance(v, dict) and not k.startswith(".") and k not in ("workflow", "variables", "default")}}))
 `;
     const r = run("python3", ["-c", script, path.join(REPO, ".gitlab-ci.yml")]);
+    if (r.error) return t.skip("python3 is not installed (this check is optional)");
     if (r.status !== 0 && /No module named 'yaml'/.test(r.stderr)) return t.skip("PyYAML is not installed");
     assert.equal(r.status, 0, r.stderr);
     const { stages, jobs } = JSON.parse(r.stdout);

@@ -7,6 +7,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { parse } from "smol-toml";
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const SCRIPT = path.join(REPO, "deploy-worker.sh");
@@ -70,6 +71,8 @@ export function makeProject(t) {
         CHANGE_LOCK_NOW: "2026-05-01T12:00:00Z",
         SKIP_BUILD: "true",
         BAKE_SECONDS: "0",
+        SMOKE_DELAY_SECONDS: "0",
+        ROLLOUT_RECORD: path.join(dir, "rollout-record.json"),
         DEPLOY_TAG: "abc1234",
         DEPLOY_MESSAGE: "test deploy",
         CI: "true",
@@ -92,15 +95,18 @@ export function runDeploy(args, env, opts = {}) {
 }
 
 /** Starts deploy-worker.sh: {child, done} (done as runDeploy's promise). */
-export function startDeploy(args, env, { timeoutMs = 120_000 } = {}) {
-  const child = spawn("bash", [SCRIPT, ...args], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
+export function startDeploy(args, env, { timeoutMs = 300_000 } = {}) {
+  // its own process group, so a timeout stops wrangler too, not only the program
+  const child = spawn("bash", [SCRIPT, ...args], { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   const done = new Promise((resolve, reject) => {
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
     const timer = setTimeout(() => {
-      child.kill("SIGKILL");
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {}
       reject(new Error(`deploy-worker.sh ${args.join(" ")} timed out\n${stdout}\n${stderr}`));
     }, timeoutMs);
     child.on("close", (code, signal) => {
@@ -118,6 +124,11 @@ export function workerName(env) {
   const m = section?.match(/^name = "([^"]+)"/m);
   if (!m) throw new Error(`no [env.${env}] name in wrangler.toml`);
   return m[1];
+}
+
+/** The routes of a wrangler environment, as wrangler.toml lists them. */
+export function workerRoutes(env) {
+  return parse(fs.readFileSync(path.join(REPO, "wrangler.toml"), "utf8")).env[env].routes ?? [];
 }
 
 /** Requests that change state (anything but GET). */

@@ -1,0 +1,34 @@
+// The command line of deploy-worker.sh.
+import { EXIT, fail, PROGRAM } from "./log.mjs";
+
+export const USAGE = `Usage:
+  deploy-worker.sh <environment> [--dry-run]
+  deploy-worker.sh --rollback <environment> [--dry-run]
+  deploy-worker.sh --check-lock [<environment>...]
+
+Deploys the router to a wrangler environment of wrangler.toml (staging,
+production, registry-staging, registry-production): validates the rulesets,
+checks the change lock, builds, checks the routes are published, uploads a
+new version, smoke-tests it alone, then moves traffic to it in the steps of
+ROLLOUT_PERCENTAGES (default "5 25 50 75 100"), checking health after each
+step and rolling back on failure. ROLLOUT_RECORD names the JSON record a
+deploy writes; --rollback with ROLLBACK_RECORD undoes that deploy.
+--dry-run prints the wrangler commands instead of running them.
+See the top of deploy-worker.sh and docs/deploying.md for the variables.
+`;
+
+/** argv -> {mode, environment, lockEnvironments, dryRun}; exit 2 on a mistake. */
+export function parseArguments(argv) {
+  const args = { mode: "deploy", environment: "", lockEnvironments: [], dryRun: false, help: false };
+  for (const arg of argv) {
+    if (arg === "-h" || arg === "--help") args.help = true;
+    else if (arg === "--dry-run") args.dryRun = true;
+    else if (arg === "--rollback") args.mode = "rollback";
+    else if (arg === "--check-lock") args.mode = "check-lock";
+    else if (arg.startsWith("-")) fail(EXIT.USAGE, `${USAGE}\n${PROGRAM}: error: unknown option ${arg}`, { raw: true });
+    else if (args.mode === "check-lock") args.lockEnvironments.push(arg);
+    else if (!args.environment) args.environment = arg;
+    else fail(EXIT.USAGE, `${USAGE}\n${PROGRAM}: error: unexpected argument ${arg}`, { raw: true });
+  }
+  return args;
+}

@@ -1,0 +1,27 @@
+// Read-only calls to the Cloudflare API, for what wrangler has no command
+// for (which routes are published). Same base URL and token as wrangler:
+// CLOUDFLARE_API_BASE_URL, CLOUDFLARE_API_TOKEN.
+
+const DEFAULT_BASE = "https://api.cloudflare.com/client/v4";
+
+export class CloudflareApi {
+  constructor({ baseUrl = process.env.CLOUDFLARE_API_BASE_URL || DEFAULT_BASE, token = process.env.CLOUDFLARE_API_TOKEN, timeoutMs = 30_000 } = {}) {
+    Object.assign(this, { baseUrl: baseUrl.replace(/\/+$/, ""), token, timeoutMs });
+  }
+
+  /** GET path (with query) -> the envelope's result; throws with the API's errors. */
+  async get(path, query = {}) {
+    const url = new URL(`${this.baseUrl}${path}`);
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+    const res = await fetch(url, {
+      headers: { authorization: `Bearer ${this.token}`, accept: "application/json" },
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    const body = await res.json().catch(() => null);
+    if (!res.ok || !body?.success) {
+      const errors = (body?.errors ?? []).map((e) => `${e.message} [code: ${e.code}]`).join("; ");
+      throw new Error(`GET ${url.pathname} answered ${res.status}${errors ? `: ${errors}` : ""}`);
+    }
+    return body.result;
+  }
+}

@@ -1,0 +1,79 @@
+// The health check of one version: HEALTH_CHECK_CMD and/or a request to
+// HEALTH_CHECK_URL carrying Cloudflare's version override header, so the
+// probe reaches that version whatever the traffic split (also at 0 %, as
+// long as the version is in the deployment).
+import { spawn } from "node:child_process";
+import { say } from "./log.mjs";
+
+/** The Cloudflare-Workers-Version-Overrides value: a structured-header dictionary. */
+export function versionOverride(workerName, versionId) {
+  return `${workerName}="${versionId}"`;
+}
+
+/** 2xx and 3xx count as healthy. */
+export function healthyStatus(status) {
+  return status >= 200 && status < 400;
+}
+
+function runCommand(cmd, env, signal) {
+  return new Promise((resolve) => {
+    const child = spawn("bash", ["-c", cmd], { stdio: ["ignore", 2, 2], env: { ...process.env, ...env } });
+    const stop = () => child.kill("SIGTERM");
+    signal?.addEventListener("abort", stop, { once: true });
+    child.on("error", () => resolve(127));
+    child.on("close", (code, sig) => {
+      signal?.removeEventListener("abort", stop);
+      resolve(code ?? (sig ? 128 : 1));
+    });
+  });
+}
+
+async function probe(url, headers, timeoutS, signal) {
+  const signals = [AbortSignal.timeout(timeoutS * 1000), ...(signal ? [signal] : [])];
+  try {
+    const res = await fetch(url, { headers, redirect: "manual", signal: AbortSignal.any(signals) });
+    await res.body?.cancel();
+    return { status: res.status };
+  } catch (e) {
+    return { status: null, error: e.name === "TimeoutError" ? `no answer within ${timeoutS}s` : (e.cause?.message ?? e.message) };
+  }
+}
+
+/**
+ * Checks `newVersion` at `percentage` (0 = the smoke test before any
+ * traffic). Returns {ok, problem, command?, url?, checked_at}; without a
+ * command or a URL it warns and passes.
+ */
+export async function runHealthCheck({ cmd, url, timeoutS = 10, environment, workerName, newVersion, oldVersion, percentage, signal, warn }) {
+  const result = { ok: true, problem: null, checked_at: new Date().toISOString() };
+  if (cmd) {
+    say(`health check: ${cmd}`);
+    const code = await runCommand(
+      cmd,
+      {
+        DEPLOY_ENVIRONMENT: environment,
+        DEPLOY_WORKER_NAME: workerName,
+        DEPLOY_PERCENTAGE: String(percentage),
+        DEPLOY_NEW_VERSION: newVersion ?? "",
+        DEPLOY_OLD_VERSION: oldVersion ?? "",
+      },
+      signal,
+    );
+    result.command = { exit: code };
+    if (code !== 0) return { ...result, ok: false, problem: `HEALTH_CHECK_CMD (${cmd}) exited ${code}` };
+  }
+  if (url) {
+    const override = versionOverride(workerName, newVersion);
+    const { status, error } = await probe(url, { "cloudflare-workers-version-overrides": override }, timeoutS, signal);
+    say(`health check: ${url} answered ${status ?? "nothing"} (version ${newVersion})`);
+    result.url = { url, status, override, ...(error ? { error } : {}) };
+    if (status === null || !healthyStatus(status)) {
+      return { ...result, ok: false, problem: `HEALTH_CHECK_URL ${url} answered ${status ?? "nothing"} (${error ? `${error}; ` : ""}2xx/3xx expected)` };
+    }
+  }
+  if (!cmd && !url) {
+    warn?.("no HEALTH_CHECK_CMD or HEALTH_CHECK_URL: baking without a health check");
+    result.skipped = true;
+  }
+  return result;
+}

@@ -1,0 +1,102 @@
+// What runs before anything is uploaded: the environment exists, the token
+// is there, the rulesets are valid, no change lock is active, the build.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { ChangeLockError, evaluateChangeLock, formatTime, parseNow, readChangeLock } from "./change-lock.mjs";
+import { EXIT, fail, say, warn } from "./log.mjs";
+import { quoteWords } from "./shell-words.mjs";
+
+const REQUIRED_VARS = ["GITLAB_TOPOLOGY_SERVICE_URL", "GITLAB_PROXY_HOST"];
+
+/** The environment's section of wrangler.toml; exit 2 for dev or an unknown name. */
+export function checkEnvironment(config, name) {
+  const known = config.deployable.join(" ");
+  if (name === "dev") fail(EXIT.USAGE, `environment 'dev' is the local stack (wrangler dev); deployable environments: ${known}`);
+  const env = config.environment(name);
+  if (!env) fail(EXIT.USAGE, `unknown environment '${name}': ${config.file} defines ${known}`);
+  if (!env.workerName) fail(EXIT.USAGE, `[env.${name}] in ${config.file} has no name`);
+  return env;
+}
+
+export function checkToken(settings, dryRun) {
+  if (!dryRun && !settings.token) {
+    fail(EXIT.USAGE, "CLOUDFLARE_API_TOKEN is not set: create an API token with the 'Edit Cloudflare Workers' permissions and export it (in CI: a masked, protected variable), or use --dry-run");
+  }
+}
+
+function run(cmd, args, cwd) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd, stdio: ["ignore", 2, 2] });
+    child.on("error", () => resolve(127));
+    child.on("close", (code) => resolve(code ?? 128));
+  });
+}
+
+/** The environment's ruleset exists, its vars are set, and `rulesctl validate` passes. */
+export async function validateRulesets(settings, config, env) {
+  const rulesDir = path.join(path.dirname(config.file), "rules");
+  const ruleset = env.vars.GITLAB_RULES_CONFIG;
+  if (ruleset === undefined) fail(EXIT.FAILED, `[env.${env.key}.vars] in ${config.file} does not set GITLAB_RULES_CONFIG`);
+  if (!fs.existsSync(path.join(rulesDir, `${ruleset}.json`))) {
+    const present = fs.existsSync(rulesDir) ? fs.readdirSync(rulesDir).filter((f) => f.endsWith(".json")).map((f) => f.slice(0, -5)) : [];
+    fail(EXIT.FAILED, `GITLAB_RULES_CONFIG = "${ruleset}" for ${env.key}, but there is no ${rulesDir}/${ruleset}.json (rulesets: ${present.join(" ")})`);
+  }
+  for (const name of REQUIRED_VARS) {
+    if (env.vars[name] === undefined) fail(EXIT.FAILED, `[env.${env.key}.vars] in ${config.file} does not set ${name}`);
+  }
+  say(`validating the rulesets (${quoteWords([...settings.rulesctl, "validate"])}); ${env.key} uses ${ruleset}`);
+  const [cmd, ...args] = settings.rulesctl;
+  const status = await run(cmd, [...args, "validate"], settings.root);
+  if (status === 1) fail(EXIT.FAILED, "rulesctl validate: the rulesets are invalid (see above); nothing was deployed");
+  if (status !== 0) fail(EXIT.FAILED, `rulesctl validate failed to run (exit ${status}); nothing was deployed`);
+}
+
+/** Exit 3 while a change lock covers the environments (all when none); exit 2 for a bad lock file. */
+export function checkChangeLock(settings, environments) {
+  const file = settings.lockFile;
+  if (!fs.existsSync(file)) {
+    if (settings.lockFileGiven) fail(EXIT.USAGE, `CHANGE_LOCK_FILE=${file} does not exist`);
+    say(`no change lock file (${file}): not locked`);
+    return;
+  }
+  let result;
+  let now;
+  try {
+    now = settings.lockNow ? parseNow(settings.lockNow) : Date.now();
+    result = evaluateChangeLock(readChangeLock(file), { now, environments, file });
+  } catch (e) {
+    if (!(e instanceof ChangeLockError)) throw e;
+    process.stderr.write(`${e.message}\n`);
+    if (settings.lockOverride) {
+      warn(`the change lock file ${file} is unreadable; CHANGE_LOCK_OVERRIDE=true, so going on`);
+      return;
+    }
+    fail(EXIT.USAGE, `the change lock file ${file} is unreadable (see above): fix it; nothing is deployed while it is`);
+  }
+  for (const text of result.upcoming) process.stderr.write(`upcoming change lock: ${text}\n`);
+  if (result.active.length === 0) {
+    say(`change lock: none active${environments.length ? ` for ${environments.join(" ")}` : ""}`);
+    return;
+  }
+  const lines = [`now is ${formatTime(now)}`, ...result.active.map((t) => `change lock active from ${t}`)].map((l) => `    ${l}\n`).join("");
+  if (settings.lockOverride) {
+    warn("CHANGE_LOCK_OVERRIDE=true: deploying despite the change lock:");
+    process.stderr.write(lines);
+    return;
+  }
+  fail(
+    EXIT.LOCKED,
+    `deploy-worker.sh: a change lock is active, so nothing is deployed:\n${lines}Wait until it ends, or, for an approved emergency change, set CHANGE_LOCK_OVERRIDE=true.`,
+    { raw: true },
+  );
+}
+
+/** scripts/build-worker.sh, unless SKIP_BUILD (dry run: printed). */
+export async function buildWorker(settings, dryRun) {
+  if (settings.skipBuild) return say("SKIP_BUILD=true: using build/ as it is");
+  if (dryRun) return void process.stdout.write("DRY-RUN: bash scripts/build-worker.sh\n");
+  say("building the worker");
+  const status = await run("bash", [path.join(settings.root, "scripts/build-worker.sh")], settings.root);
+  if (status !== 0) fail(EXIT.FAILED, `scripts/build-worker.sh failed (exit ${status}); nothing was deployed`);
+}

@@ -1,0 +1,37 @@
+// wrangler.toml as the deploy program needs it: the deployable environments,
+// each with its Worker name, vars and routes.
+import fs from "node:fs";
+import { parse } from "smol-toml";
+
+/** Environments that are never deployed (the local stack). */
+export const LOCAL_ONLY = ["dev"];
+
+/**
+ * Parses wrangler.toml text: {environments, environment(name)}. An
+ * environment is {key, workerName, vars, routes}; routes are wrangler's
+ * entries (a pattern string, or {pattern, zone_name | zone_id | custom_domain}).
+ */
+export function parseWranglerConfig(text, file = "wrangler.toml") {
+  const doc = parse(text);
+  const envs = doc.env && typeof doc.env === "object" ? doc.env : {};
+  return {
+    file,
+    environments: Object.keys(envs),
+    deployable: Object.keys(envs).filter((name) => !LOCAL_ONLY.includes(name)),
+    environment(name) {
+      const env = envs[name];
+      if (!env) return null;
+      return {
+        key: name,
+        workerName: typeof env.name === "string" ? env.name : null,
+        vars: env.vars && typeof env.vars === "object" ? env.vars : {},
+        routes: Array.isArray(env.routes) ? env.routes : env.route ? [env.route] : [],
+      };
+    },
+  };
+}
+
+/** Reads and parses a wrangler.toml file. */
+export function readWranglerConfig(file) {
+  return parseWranglerConfig(fs.readFileSync(file, "utf8"), file);
+}

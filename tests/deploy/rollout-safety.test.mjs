@@ -1,0 +1,147 @@
+// The rollout's safety nets end to end (the real deploy-worker.sh, the
+// pinned wrangler, cf-api-standin.mjs, and edge-standin.mjs where the
+// health check needs a Worker to answer): the smoke test of the new version
+// alone before any traffic, the routes check that repairs a half-published
+// first deploy, and the rollout record that --rollback consumes.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { before, describe, test } from "node:test";
+import { startStandin } from "./cf-api-standin.mjs";
+import { startEdge } from "./edge-standin.mjs";
+import { ensureBuild, explain, makeProject, runDeploy, workerName, workerRoutes, writes } from "./helpers.mjs";
+
+const ENV = "staging";
+const NAME = workerName(ENV);
+const TAG = "abc1234";
+
+before(() => ensureBuild());
+
+async function setup(t, { seeded = true } = {}) {
+  const api = await startStandin();
+  t.after(() => api.close());
+  const edge = await startEdge(api, NAME);
+  t.after(() => edge.close());
+  const project = makeProject(t);
+  const oldVersion = seeded ? api.seed(NAME, { tag: "0ldc0de", routes: workerRoutes(ENV) }) : null;
+  const record = () => JSON.parse(fs.readFileSync(path.join(project.dir, "rollout-record.json"), "utf8"));
+  return { api, edge, project, oldVersion, record };
+}
+
+const split = (versions) => Object.fromEntries(versions.map((v) => [v.version_id, v.percentage]));
+const newestVersion = (api) => api.scripts.get(NAME).versions[0].id;
+
+describe("smoke test, routes and rollout record", { concurrency: 2 }, () => {
+  test("a broken new version fails the smoke test at 0 %: the probe carried the override header, no traffic moved", async (t) => {
+    const { api, edge, project, oldVersion, record } = await setup(t);
+    edge.breakTag(TAG);
+    const r = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_URL: edge.url("/users/sign_in") }));
+    assert.equal(r.code, 1, explain(r));
+    const newVersion = newestVersion(api);
+    // the new version was in a deployment only at 0 %, then taken out again
+    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [oldVersion]: 100 }]);
+    // one probe, naming the new version, and the edge honoured it (the version was in the deployment)
+    assert.deepEqual(
+      edge.requests.map(({ path, override, how, version, status }) => ({ path, override, how, version, status })),
+      [{ path: "/users/sign_in", override: `${NAME}="${newVersion}"`, how: "override", version: newVersion, status: 503 }],
+    );
+    assert.match(r.stderr, /SMOKE TEST FAILED before any traffic was shifted \(HEALTH_CHECK_URL .* answered 503/);
+    assert.match(r.stderr, /nothing was shifted/);
+    const rec = record();
+    assert.equal(rec.outcome, "rolled-back");
+    assert.deepEqual(rec.steps.map((s) => [s.percentage, s.smoke, s.health.ok]), [[0, true, false]]);
+    assert.equal(rec.rollback.to, oldVersion);
+  });
+
+  test("a healthy rollout: every probe reaches the new version through the override, from 0 % on", async (t) => {
+    const { api, edge, project, oldVersion } = await setup(t);
+    const r = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_URL: edge.url("/users/sign_in"), ROLLOUT_PERCENTAGES: "5 100" }));
+    assert.equal(r.code, 0, explain(r));
+    const newVersion = newestVersion(api);
+    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [newVersion]: 5, [oldVersion]: 95 }, { [newVersion]: 100 }]);
+    assert.equal(edge.requests.length, 3);
+    for (const q of edge.requests) assert.deepEqual([q.override, q.how, q.version, q.status], [`${NAME}="${newVersion}"`, "override", newVersion, 200]);
+  });
+
+  test("a first deploy that fails at the routes leaves a Worker without routes; the next run publishes them", async (t) => {
+    const { api, project } = await setup(t, { seeded: false });
+    api.failRoutesPut(1);
+    const r1 = await runDeploy([ENV], project.env(api));
+    assert.equal(r1.code, 1, explain(r1));
+    assert.ok(api.scripts.has(NAME), "the script was uploaded");
+    assert.deepEqual(api.scripts.get(NAME).routes, [], "but its routes are not published");
+    assert.match(r1.stderr, /first deploy of .* failed.*run  deploy-worker.sh staging  again/s);
+
+    const r2 = await runDeploy([ENV], project.env(api));
+    assert.equal(r2.code, 0, explain(r2));
+    assert.match(r2.stderr, /do not point at gitlab-http-router-staging: publishing them/);
+    assert.match(r2.stderr, /wrangler triggers deploy --env staging/);
+    assert.deepEqual(api.scripts.get(NAME).routes.map((x) => [x.pattern, x.script]), [["staging.gitlab.com/*", NAME]]);
+    assert.match(r2.stderr, /already serves 100%.*nothing to deploy \(its routes are published now\)/);
+    assert.equal(api.requests.filter((q) => q.method === "POST" && q.path.endsWith(`/scripts/${NAME}/versions`)).length, 0, "nothing uploaded again");
+
+    // and now it is whole: the next run changes nothing
+    const before = writes(api).length;
+    const r3 = await runDeploy([ENV], project.env(api));
+    assert.equal(r3.code, 0, explain(r3));
+    assert.match(r3.stderr, /routes published: staging.gitlab.com\/\*/);
+    assert.equal(writes(api).length, before);
+    assert.deepEqual(api.unknown, []);
+  });
+
+  test("routes removed from a running Worker are published again before the rollout", async (t) => {
+    const { api, project } = await setup(t);
+    api.scripts.get(NAME).routes = [];
+    const r = await runDeploy([ENV], project.env(api, { ROLLOUT_PERCENTAGES: "100" }));
+    assert.equal(r.code, 0, explain(r));
+    const routesPut = api.requests.findIndex((q) => q.method === "PUT" && q.path.endsWith(`/scripts/${NAME}/routes`));
+    const firstDeployment = api.requests.findIndex((q) => q.method === "POST" && q.path.endsWith(`/scripts/${NAME}/deployments`));
+    assert.ok(routesPut >= 0 && routesPut < firstDeployment, "routes first, then the rollout");
+    assert.equal(api.scripts.get(NAME).routes.length, 1);
+  });
+
+  test("the rollout record lists every step with its deployment id and health; --rollback with it returns to the version before", async (t) => {
+    const { api, project, oldVersion, record } = await setup(t);
+    const log = path.join(project.dir, "health.log");
+    const r = await runDeploy([ENV], project.env(api, { ROLLOUT_PERCENTAGES: "50 100", HEALTH_CHECK_CMD: `echo "$DEPLOY_PERCENTAGE" >> ${log}` }));
+    assert.equal(r.code, 0, explain(r));
+    const newVersion = newestVersion(api);
+    const rec = record();
+    assert.deepEqual([rec.environment, rec.worker, rec.tag, rec.kind, rec.outcome], [ENV, NAME, TAG, "rollout", "completed"]);
+    assert.deepEqual([rec.old_version, rec.new_version], [oldVersion, newVersion]);
+    const deploymentIds = api.scripts.get(NAME).deployments.map((d) => d.id).reverse().slice(1); // oldest first, without the seed
+    assert.deepEqual(rec.steps.map((s) => s.percentage), [0, 50, 100]);
+    assert.deepEqual(rec.steps.map((s) => s.deployment_id), deploymentIds);
+    assert.ok(rec.steps.every((s) => s.health.ok && s.deployed_at && s.health.checked_at));
+    assert.equal(rec.traffic, `${newVersion} at 100%`);
+    assert.deepEqual(rec.routes, { wanted: ["staging.gitlab.com/*"], missing: [], published: false });
+
+    const env = project.env(api, { ROLLBACK_RECORD: path.join(project.dir, "rollout-record.json") });
+    const rb = await runDeploy(["--rollback", ENV], env);
+    assert.equal(rb.code, 0, explain(rb));
+    assert.match(rb.stderr, new RegExp(`the rollout record .* says ${oldVersion} served before ${newVersion}`));
+    assert.deepEqual(split(api.latestDeployment(NAME).versions), { [oldVersion]: 100 });
+    assert.equal(record().rollback.to, oldVersion);
+
+    // the same record again: already undone (the history alone would go forward to the new version)
+    const before = writes(api).length;
+    const rb2 = await runDeploy(["--rollback", ENV], env);
+    assert.equal(rb2.code, 0, explain(rb2));
+    assert.match(rb2.stderr, /already serves 100%: nothing to roll back/);
+    assert.equal(writes(api).length, before);
+  });
+
+  test("--rollback refuses a record that a later deploy superseded, and changes nothing", async (t) => {
+    const { api, project } = await setup(t);
+    const first = path.join(project.dir, "first.json");
+    const r1 = await runDeploy([ENV], project.env(api, { ROLLOUT_PERCENTAGES: "100", ROLLOUT_RECORD: first }));
+    assert.equal(r1.code, 0, explain(r1));
+    const r2 = await runDeploy([ENV], project.env(api, { ROLLOUT_PERCENTAGES: "100", DEPLOY_TAG: "def5678" }));
+    assert.equal(r2.code, 0, explain(r2));
+    const before = writes(api).length;
+    const rb = await runDeploy(["--rollback", ENV], project.env(api, { ROLLBACK_RECORD: first }));
+    assert.equal(rb.code, 1, explain(rb));
+    assert.match(rb.stderr, /a later deploy changed it/);
+    assert.equal(writes(api).length, before);
+  });
+});
