@@ -70,16 +70,37 @@ impl RequestLogging {
         match value {
             "all" => Some(RequestLogging::All),
             "errors" => Some(RequestLogging::Errors),
-            _ => {
-                let share: f64 = value.strip_prefix("sample:")?.trim().parse().ok()?;
-                (0.0..=1.0)
-                    .contains(&share)
-                    .then(|| RequestLogging::Sample {
-                        per_million: (share * 1_000_000.0).round() as u32,
-                    })
-            }
+            _ => Some(RequestLogging::Sample {
+                per_million: per_million(value.strip_prefix("sample:")?.trim())?,
+            }),
         }
     }
+}
+
+/// A share from 0 to 1 written as a decimal (`0.01`, `1`, `.5`) in
+/// millionths, digits past the sixth dropped. Read by hand: float parsing
+/// would add kilobytes to the wasm.
+fn per_million(share: &str) -> Option<u32> {
+    let (whole, fraction) = share.split_once('.').unwrap_or((share, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let whole: u32 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let mut millionths = 0;
+    for i in 0..6 {
+        let digit = fraction
+            .as_bytes()
+            .get(i)
+            .map_or(0, |b| u32::from(b - b'0'));
+        millionths = millionths * 10 + digit;
+    }
+    let total = whole.checked_mul(1_000_000)?.checked_add(millionths)?;
+    (total <= 1_000_000).then_some(total)
 }
 
 /// What the router does when it cannot sign (no key, or a malformed one).
@@ -366,7 +387,29 @@ mod tests {
         assert!(!sample.always(false, || 0.01));
         assert!(!RequestLogging::Errors.always(false, || 0.0));
         assert!(RequestLogging::All.always(false, || 1.0));
-        for bad in ["sample:2", "sample:x", "sample:", "some"] {
+        for (share, expected) in [
+            ("1", 1_000_000),
+            (".5", 500_000),
+            ("0.0000019", 1),
+            ("0", 0),
+        ] {
+            assert_eq!(
+                RequestLogging::parse(&format!("sample:{share}")),
+                Some(RequestLogging::Sample {
+                    per_million: expected
+                }),
+                "{share}"
+            );
+        }
+        for bad in [
+            "sample:2",
+            "sample:1.5",
+            "sample:x",
+            "sample:",
+            "sample:.",
+            "sample:-0.1",
+            "some",
+        ] {
             let (c, problems) = read(&[("GITLAB_REQUEST_LOG", bad)]);
             assert_eq!(c.request_logging, RequestLogging::All, "{bad}");
             assert_eq!(log_problems(problems).len(), 1, "{bad}");
