@@ -7,6 +7,7 @@ use std::time::Duration;
 use router_core::resolve::{
     CachedAnswer, Platform, RawAnswer, SharedCache, TopologyTransport, TransportError,
 };
+use router_core::trace::Trace;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortSignal, Headers, Request, RequestInit, RequestRedirect, Response};
@@ -33,6 +34,12 @@ pub fn random_uuid() -> String {
         })
 }
 
+/// 32 random lowercase hex digits (a v4 UUID's, from the CSPRNG), for
+/// request ids and trace ids.
+pub fn random_hex32() -> String {
+    random_uuid().replace('-', "")
+}
+
 /// `POST {url}/v1/classify`, with the Cloudflare Access service token.
 pub struct FetchTransport {
     endpoint: String,
@@ -49,10 +56,15 @@ impl FetchTransport {
         }
     }
 
-    async fn call(&self, body: &str, timeout_ms: u32) -> Result<RawAnswer, JsValue> {
+    async fn call(&self, body: &str, timeout_ms: u32, trace: &Trace) -> Result<RawAnswer, JsValue> {
         let headers = Headers::new()?;
         headers.set("content-type", "application/json")?;
         headers.set("accept", "application/json")?;
+        for (name, value) in trace.headers() {
+            if !value.is_empty() {
+                headers.set(name, value)?;
+            }
+        }
         if let (Some(id), Some(secret)) = (&self.client_id, &self.client_secret) {
             headers.set("cf-access-client-id", id)?;
             headers.set("cf-access-client-secret", secret)?;
@@ -84,8 +96,13 @@ impl FetchTransport {
 }
 
 impl TopologyTransport for FetchTransport {
-    async fn classify(&self, body: &str, timeout_ms: u32) -> Result<RawAnswer, TransportError> {
-        self.call(body, timeout_ms).await.map_err(|e| {
+    async fn classify(
+        &self,
+        body: &str,
+        timeout_ms: u32,
+        trace: &Trace,
+    ) -> Result<RawAnswer, TransportError> {
+        self.call(body, timeout_ms, trace).await.map_err(|e| {
             let name = js_sys::Reflect::get(&e, &"name".into())
                 .ok()
                 .and_then(|n| n.as_string())

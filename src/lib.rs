@@ -24,7 +24,7 @@ mod io;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
-use router_core::config::{Config, RequestLogging, SigningPolicy};
+use router_core::config::{Config, SigningPolicy};
 use router_core::forward::{
     self, AllowList, CF_CONNECTING_IP, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_FOR,
     X_FORWARDED_HOST, X_FORWARDED_PROTO,
@@ -36,6 +36,7 @@ use router_core::resolve::{CacheLevel, Resolver};
 use router_core::route::{self, Pending, Routed};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
+use router_core::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER};
 use router_core::{Action, RequestParts, RouterError, Ruleset};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -61,6 +62,9 @@ struct Isolate {
     /// Headers a client's `Connection` can never have removed, besides
     /// those `forward` always keeps: the ones the rules read.
     relied_on: Vec<String>,
+    /// The Worker version answering (the version metadata binding's id),
+    /// named in every log line.
+    version: Option<String>,
 }
 
 /// Headers the edge reads besides the rules': for hop-by-hop handling, for
@@ -71,7 +75,12 @@ const EDGE_HEADERS: &[&str] = &[
     CF_CONNECTING_IP,
     "content-length",
     "content-type",
+    CF_RAY_HEADER,
+    TRACEPARENT_HEADER,
 ];
+
+/// The version metadata binding (`[version_metadata]` in wrangler.toml).
+const VERSION_BINDING: &str = "CF_VERSION_METADATA";
 
 thread_local! {
     static ISOLATE: OnceCell<Rc<Isolate>> = const { OnceCell::new() };
@@ -93,7 +102,14 @@ impl Isolate {
                 .ok()
                 .or_else(|| env.secret(name).map(|v| v.to_string()).ok())
         };
-        Isolate::from_lookup(lookup, log_error)
+        let mut iso = Isolate::from_lookup(lookup, log_error);
+        iso.version = js_sys::Reflect::get(env, &VERSION_BINDING.into())
+            .ok()
+            .filter(|m| m.is_object())
+            .and_then(|m| js_sys::Reflect::get(&m, &"id".into()).ok())
+            .and_then(|id| id.as_string())
+            .filter(|id| !id.is_empty());
+        iso
     }
 
     /// The isolate's state from its settings; `log_error(scope, message)`
@@ -176,6 +192,7 @@ impl Isolate {
             resolver,
             header_names,
             relied_on,
+            version: None,
         }
     }
 }
@@ -257,6 +274,7 @@ pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<
     if !fill_headers(&mut incoming.parts, names, headers) {
         return None;
     }
+    incoming.trace_from_headers();
     let Some(rules) = &iso.ruleset else {
         return Some(plan(&iso, &incoming, None).encode());
     };
@@ -300,6 +318,7 @@ pub async fn route_async(
                 .encode();
             };
             read_headers(&iso, &mut incoming.parts, &req, headers.as_deref());
+            incoming.trace_from_headers();
             (incoming, None)
         }
     };
@@ -312,11 +331,11 @@ pub async fn route_async(
     }
     let routed = match (&iso.ruleset, &iso.resolver, pending) {
         (None, _, _) => None,
-        (Some(rules), Some(resolver), Some(pending)) => {
-            Some(route::route_pending(rules, resolver, &incoming.parts, pending).await)
-        }
+        (Some(rules), Some(resolver), Some(pending)) => Some(
+            route::route_pending(rules, resolver, &incoming.parts, &incoming.trace, pending).await,
+        ),
         (Some(rules), resolver, _) => {
-            Some(route::route(rules, resolver.as_ref(), &incoming.parts).await)
+            Some(route::route(rules, resolver.as_ref(), &incoming.parts, &incoming.trace).await)
         }
     };
     if let Some(resolver) = &iso.resolver {
@@ -393,6 +412,8 @@ struct Incoming {
     parts: RequestParts,
     public_host: String,
     public_proto: &'static str,
+    /// The request id and `traceparent` it is forwarded with.
+    trace: Trace,
 }
 
 impl Incoming {
@@ -407,7 +428,18 @@ impl Incoming {
                 "http"
             },
             parts: RequestParts::from_url_parts(method, &split),
+            trace: Trace::default(),
         })
+    }
+
+    /// Sets the request id and `traceparent` from the headers read
+    /// (generated where missing or invalid).
+    fn trace_from_headers(&mut self) {
+        self.trace = Trace::from_headers(
+            self.parts.header(CF_RAY_HEADER),
+            self.parts.header(TRACEPARENT_HEADER),
+            io::random_hex32,
+        );
     }
 
     fn log<'a>(&'a self, iso: &'a Isolate) -> RequestLog<'a> {
@@ -416,6 +448,9 @@ impl Incoming {
             method: &self.parts.method,
             path: &self.parts.path,
             action: "proxy",
+            request_id: &self.trace.request_id,
+            traceparent: &self.trace.traceparent,
+            version: iso.version.as_deref(),
             ..Default::default()
         }
     }
@@ -456,11 +491,13 @@ fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
 }
 
 /// How the log line of a request is written, as `GITLAB_REQUEST_LOG`
-/// asks: every line, or only notable ones (and any 5xx).
-fn log_plan(config: &Config, log: &RequestLog) -> LogPlan {
+/// asks: every line, only notable ones (and any 5xx), or those plus a
+/// random share of the rest (`random` is asked only then).
+fn log_plan(config: &Config, log: &RequestLog, random: impl FnOnce() -> f64) -> LogPlan {
     let (head, tail) = log.to_json_around_status();
-    let always =
-        config.request_logging == RequestLogging::All || log.is_notable_whatever_the_status();
+    let always = config
+        .request_logging
+        .always(log.is_notable_whatever_the_status(), random);
     LogPlan {
         head,
         tail,
@@ -565,6 +602,12 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
     if let Some(client) = forward::forwarded_for(parts.header(CF_CONNECTING_IP)) {
         set.push((X_FORWARDED_FOR.to_string(), client.to_string()));
     }
+    // Replaces a client's own X-Request-Id.
+    for (name, value) in incoming.trace.headers() {
+        if !value.is_empty() {
+            set.push((name.to_string(), value.to_string()));
+        }
+    }
     let signing = signing_input.map(|input| Signing {
         input,
         header: SIGNATURE_HEADER.to_string(),
@@ -582,7 +625,7 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             answer: RouterError::UpstreamUnreachable(String::new()).answer(),
             log_error_open: log.error_open("upstream fetch failed: "),
         },
-        log: log_plan(&iso.config, &log),
+        log: log_plan(&iso.config, &log, js_sys::Math::random),
     }))
 }
 
@@ -623,6 +666,11 @@ mod tests {
             names,
             &joined.join(SEPARATOR)
         ));
+        incoming.trace = Trace::from_headers(
+            incoming.parts.header(CF_RAY_HEADER),
+            incoming.parts.header(TRACEPARENT_HEADER),
+            || "ab".repeat(16),
+        );
         incoming
     }
 
@@ -661,6 +709,9 @@ mod tests {
             &[
                 ("cf-connecting-ip", "203.0.113.7"),
                 ("connection", "close, x-secret"),
+                ("cf-ray", "8f1c2a3b4c5d6e7f-AMS"),
+                ("traceparent", TRACEPARENT),
+                ("x-request-id", "client-chosen"),
             ],
         );
         let routed = decided(&iso, &req);
@@ -678,7 +729,16 @@ mod tests {
                 ("x-forwarded-proto", "https"),
                 ("x-gitlab-http-router-rule-action", "proxy"),
                 ("x-forwarded-for", "203.0.113.7"),
+                ("x-request-id", "8f1c2a3b4c5d6e7f-AMS"),
+                ("traceparent", TRACEPARENT),
             ]
+        );
+        assert!(
+            f.log
+                .head
+                .contains(r#""request_id":"8f1c2a3b4c5d6e7f-AMS","traceparent":"00-4bf9"#),
+            "{}",
+            f.log.head
         );
         assert!(f.drop.contains(&"x-secret".to_string()), "{:?}", f.drop);
         assert!(f.signing.is_none());
@@ -688,6 +748,37 @@ mod tests {
         // What the entry reads is what was planned.
         let planned = Plan::Forward(Box::new(f));
         assert_eq!(Plan::decode(&planned.encode()), Some(planned));
+    }
+
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn without_a_ray_or_a_valid_traceparent_both_are_generated() {
+        let (iso, _) = isolate_with(LEGACY);
+        let req = incoming(
+            &iso,
+            "https://gitlab.com/explore",
+            &[("traceparent", "00-not-valid-01")],
+        );
+        assert_eq!(req.trace.request_id, "abababab-abab-abab-abab-abababababab");
+        assert_eq!(
+            req.trace.traceparent,
+            "00-abababababababababababababababab-abababababababab-01"
+        );
+    }
+
+    #[test]
+    fn sampled_logging_writes_routine_lines_only_when_drawn() {
+        let (iso, _) = isolate_with(&[
+            ("GITLAB_RULES_CONFIG", "cells"),
+            ("GITLAB_REQUEST_LOG", "sample:0.01"),
+        ]);
+        let req = incoming(&iso, "https://gitlab.com/explore", &[]);
+        let mut log = req.log(&iso);
+        assert_eq!(log_plan(&iso.config, &log, || 0.5).min_status, 500);
+        assert_eq!(log_plan(&iso.config, &log, || 0.001).min_status, 0);
+        log.add_error("service down");
+        assert_eq!(log_plan(&iso.config, &log, || 0.5).min_status, 0);
     }
 
     #[test]

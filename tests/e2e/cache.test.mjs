@@ -72,7 +72,11 @@ describe("classification cache", () => {
       assert.equal(second.status, 200);
       const [a, b] = [first.json(), second.json()];
       assert.equal(a.cell, "2");
-      assert.deepEqual(b.headers, a.headers, "the same forwarded headers on both paths");
+      // Apart from the per-request ids, which both paths set.
+      const perRequest = ({ "x-request-id": id, traceparent, ...rest }) => rest;
+      assert.deepEqual(perRequest(b.headers), perRequest(a.headers), "the same forwarded headers on both paths");
+      assert.notEqual(b.headers["x-request-id"], a.headers["x-request-id"]);
+      assert.match(b.headers.traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
       assert.equal(a.headers["x-forwarded-host"], "gitlab.example.com");
       assert.equal(a.headers["x-gitlab-http-router-rule-action"], "classify");
       assert.equal(a.headers["x-gitlab-http-router-rule-type"], "SESSION_PREFIX");
@@ -82,7 +86,9 @@ describe("classification cache", () => {
       const viaMemory = await waitForLog(stack, (l) => l.path === "/first" && l.cache === "memory");
       const viaService = await waitForLog(stack, (l) => l.path === "/first" && l.cache === "service");
       assert.ok(viaMemory && viaService, JSON.stringify(requestLogs(stack)));
-      const routing = ({ cache, duration_ms, service_ms, attempts, ...rest }) => rest;
+      assert.equal(viaMemory.request_id, b.headers["x-request-id"]);
+      assert.equal(viaService.traceparent, a.headers.traceparent);
+      const routing = ({ cache, duration_ms, service_ms, attempts, request_id, traceparent, ...rest }) => rest;
       assert.deepEqual(routing(viaMemory), routing(viaService), "the same log fields apart from the cache level and timings");
       assert.equal(viaMemory.status, 200);
       assert.equal(typeof viaMemory.duration_ms, "number");

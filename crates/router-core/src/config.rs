@@ -46,6 +46,61 @@ pub enum RequestLogging {
     /// fallback answer, a rejection, or an upstream 5xx. A `console.log`
     /// costs workerd ~35 µs of CPU, a third of the router's own cost.
     Errors,
+    /// Every notable line (as [`RequestLogging::Errors`]) plus this share,
+    /// in millionths, of the routine ones: `sample:0.01` is 10 000.
+    Sample { per_million: u32 },
+}
+
+impl RequestLogging {
+    /// Whether a line is written whatever its status: `notable` (decided
+    /// before the upstream answers) or, when sampling, a draw; `random`
+    /// (uniform in [0, 1)) is asked only when sampling needs it. A line not
+    /// written whatever its status is still written for a 5xx.
+    pub fn always(self, notable: bool, random: impl FnOnce() -> f64) -> bool {
+        match self {
+            RequestLogging::All => true,
+            RequestLogging::Errors => notable,
+            RequestLogging::Sample { per_million } => {
+                notable || random() * 1_000_000.0 < f64::from(per_million)
+            }
+        }
+    }
+
+    fn parse(value: &str) -> Option<RequestLogging> {
+        match value {
+            "all" => Some(RequestLogging::All),
+            "errors" => Some(RequestLogging::Errors),
+            _ => Some(RequestLogging::Sample {
+                per_million: per_million(value.strip_prefix("sample:")?.trim())?,
+            }),
+        }
+    }
+}
+
+/// A share from 0 to 1 written as a decimal (`0.01`, `1`, `.5`) in
+/// millionths, digits past the sixth dropped. Read by hand: float parsing
+/// would add kilobytes to the wasm.
+fn per_million(share: &str) -> Option<u32> {
+    let (whole, fraction) = share.split_once('.').unwrap_or((share, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let whole: u32 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let mut millionths = 0;
+    for i in 0..6 {
+        let digit = fraction
+            .as_bytes()
+            .get(i)
+            .map_or(0, |b| u32::from(b - b'0'));
+        millionths = millionths * 10 + digit;
+    }
+    let total = whole.checked_mul(1_000_000)?.checked_add(millionths)?;
+    (total <= 1_000_000).then_some(total)
 }
 
 /// What the router does when it cannot sign (no key, or a malformed one).
@@ -246,11 +301,13 @@ impl Config {
         }
 
         let request_logging = match get(vars::REQUEST_LOG).as_deref() {
-            None | Some("all") => RequestLogging::All,
-            Some("errors") => RequestLogging::Errors,
+            None => RequestLogging::All,
+            Some(value) if RequestLogging::parse(value).is_some() => {
+                RequestLogging::parse(value).unwrap_or(RequestLogging::All)
+            }
             Some(other) => {
                 problems.push(format!(
-                    "{}: {other:?} is neither all nor errors; using all",
+                    "{}: {other:?} is none of all, errors, sample:<share from 0 to 1>; using all",
                     vars::REQUEST_LOG
                 ));
                 RequestLogging::All
@@ -307,6 +364,56 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn request_log_sampling() {
+        let log_problems = |p: Vec<String>| -> Vec<String> {
+            p.into_iter()
+                .filter(|p| p.contains("GITLAB_REQUEST_LOG"))
+                .collect()
+        };
+        let (c, problems) = read(&[("GITLAB_REQUEST_LOG", "sample:0.01")]);
+        assert!(log_problems(problems).is_empty());
+        assert_eq!(
+            c.request_logging,
+            RequestLogging::Sample {
+                per_million: 10_000
+            }
+        );
+        let sample = c.request_logging;
+        assert!(sample.always(true, || panic!("notable lines are not drawn")));
+        assert!(sample.always(false, || 0.0099));
+        assert!(!sample.always(false, || 0.01));
+        assert!(!RequestLogging::Errors.always(false, || 0.0));
+        assert!(RequestLogging::All.always(false, || 1.0));
+        for (share, expected) in [
+            ("1", 1_000_000),
+            (".5", 500_000),
+            ("0.0000019", 1),
+            ("0", 0),
+        ] {
+            assert_eq!(
+                RequestLogging::parse(&format!("sample:{share}")),
+                Some(RequestLogging::Sample {
+                    per_million: expected
+                }),
+                "{share}"
+            );
+        }
+        for bad in [
+            "sample:2",
+            "sample:1.5",
+            "sample:x",
+            "sample:",
+            "sample:.",
+            "sample:-0.1",
+            "some",
+        ] {
+            let (c, problems) = read(&[("GITLAB_REQUEST_LOG", bad)]);
+            assert_eq!(c.request_logging, RequestLogging::All, "{bad}");
+            assert_eq!(log_problems(problems).len(), 1, "{bad}");
+        }
     }
 
     #[test]

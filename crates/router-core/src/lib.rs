@@ -29,6 +29,7 @@ pub mod signing;
 pub mod template;
 pub mod token;
 pub mod topology;
+pub mod trace;
 pub mod transform;
 
 pub use classify::{ClassifyKind, ClassifyRequest, Target};

@@ -27,6 +27,15 @@ pub struct RequestLog<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fell_through: Vec<&'a str>,
     pub upstream: Option<String>,
+    /// The request id (`X-Request-Id`) and `traceparent` the request was
+    /// forwarded and its service calls made with ([`crate::trace`]).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub request_id: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub traceparent: &'a str,
+    /// The Worker version that answered (version metadata binding).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<&'a str>,
     pub status: Option<u16>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -25,6 +25,7 @@ use crate::classify::ClassifyRequest;
 use crate::error::RouterError;
 use crate::guard::{GuardPolicy, Refusal, ServiceGuard};
 use crate::topology::{cache_tags, parse_answer, CachePolicy, Classification};
+use crate::trace::Trace;
 
 /// What the Topology Service sent back.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -45,8 +46,14 @@ pub enum TransportError {
 /// Posts a classify body to the Topology Service.
 #[allow(async_fn_in_trait)]
 pub trait TopologyTransport {
-    /// One attempt, abandoned after `timeout_ms`.
-    async fn classify(&self, body: &str, timeout_ms: u32) -> Result<RawAnswer, TransportError>;
+    /// One attempt, abandoned after `timeout_ms`; the call carries the
+    /// request's `trace` headers.
+    async fn classify(
+        &self,
+        body: &str,
+        timeout_ms: u32,
+        trace: &Trace,
+    ) -> Result<RawAnswer, TransportError>;
 }
 
 /// An answer as the caches keep it.
@@ -234,6 +241,13 @@ where
     /// Resolves `request`; never fails: the worst outcome is
     /// `classification: None` (legacy cell) with the error that led there.
     pub async fn resolve(&self, request: &ClassifyRequest) -> Resolution {
+        self.resolve_traced(request, &Trace::default()).await
+    }
+
+    /// [`Resolver::resolve`] for the request `trace` identifies: a service
+    /// call it makes carries its headers (requests that wait on another's
+    /// call share that call's).
+    pub async fn resolve_traced(&self, request: &ClassifyRequest, trace: &Trace) -> Resolution {
         // The in-isolate maps are keyed by the question itself: two
         // questions can never share an entry, and no hash is computed.
         let key = request.body();
@@ -250,13 +264,13 @@ where
             }
             // The leading request never finished (its context may have been
             // cancelled): ask on our own.
-            return self.fetch(request, &key).await;
+            return self.fetch(request, &key, trace).await;
         }
         let slot: Slot = Rc::new(RefCell::new(None));
         self.inflight
             .borrow_mut()
             .insert(key.clone(), Rc::clone(&slot));
-        let res = self.fetch(request, &key).await;
+        let res = self.fetch(request, &key, trace).await;
         *slot.borrow_mut() = Some(res.clone());
         self.inflight.borrow_mut().remove(&key);
         res
@@ -298,7 +312,7 @@ where
     /// Shared cache, then the service, then a stale memory entry. `key` is
     /// the canonical body (the memory key); the shared cache is keyed by
     /// its SHA-256 ([`ClassifyRequest::cache_key`]).
-    async fn fetch(&self, request: &ClassifyRequest, key: &str) -> Resolution {
+    async fn fetch(&self, request: &ClassifyRequest, key: &str, trace: &Trace) -> Resolution {
         let shared_key = ClassifyRequest::cache_key_of(request.kind, request.target, key);
         if let Some(answer) = self.shared.get(&shared_key).await {
             let now = self.platform.now_ms();
@@ -325,7 +339,7 @@ where
             };
             return self.failed(key, RouterError::TopologyGuarded(why), 0, None);
         }
-        let (result, attempts) = self.call_service(key).await;
+        let (result, attempts) = self.call_service(key, trace).await;
         let service_ms = Some(self.platform.now_ms().saturating_sub(started));
         match result {
             Ok((classification, raw)) => {
@@ -396,11 +410,15 @@ where
     async fn call_service(
         &self,
         body: &str,
+        trace: &Trace,
     ) -> (Result<(Classification, RawAnswer), RouterError>, u32) {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let outcome = self.transport.classify(body, self.client.timeout_ms).await;
+            let outcome = self
+                .transport
+                .classify(body, self.client.timeout_ms, trace)
+                .await;
             let error = match outcome {
                 Ok(raw) => match parse_answer(raw.status, &raw.body) {
                     Ok(classification) => {

@@ -8,6 +8,7 @@
 use crate::resolve::{Platform, Resolution, Resolver, SharedCache, TopologyTransport};
 use crate::ruleset::{Action, Decision, Ruleset};
 use crate::topology::Classification;
+use crate::trace::Trace;
 use crate::RequestParts;
 
 /// How a request was routed.
@@ -126,13 +127,14 @@ pub async fn route<'r, T, C, P>(
     ruleset: &'r Ruleset,
     resolver: Option<&Resolver<T, C, P>>,
     request: &RequestParts,
+    trace: &Trace,
 ) -> Routed<'r>
 where
     T: TopologyTransport,
     C: SharedCache,
     P: Platform,
 {
-    route_from(ruleset, resolver, request, 0, Vec::new()).await
+    route_from(ruleset, resolver, request, trace, 0, Vec::new()).await
 }
 
 /// Goes on with a request [`route_from_memory`] stopped: resolves the
@@ -142,6 +144,7 @@ pub async fn route_pending<'r, T, C, P>(
     ruleset: &'r Ruleset,
     resolver: &Resolver<T, C, P>,
     request: &RequestParts,
+    trace: &Trace,
     pending: Pending,
 ) -> Routed<'r>
 where
@@ -169,11 +172,11 @@ where
     let Action::Classify(question) = &decision.action else {
         unreachable!("built as a classify decision above")
     };
-    let res = resolver.resolve(question).await;
+    let res = resolver.resolve_traced(question, trace).await;
     match resumes_at(&decision, &res) {
         Some(next) => {
             fell_through.push((id(&pending.rule), res));
-            route_from(ruleset, Some(resolver), request, next, fell_through).await
+            route_from(ruleset, Some(resolver), request, trace, next, fell_through).await
         }
         None => Routed {
             decision,
@@ -187,6 +190,7 @@ async fn route_from<'r, T, C, P>(
     ruleset: &'r Ruleset,
     resolver: Option<&Resolver<T, C, P>>,
     request: &RequestParts,
+    trace: &Trace,
     mut first: usize,
     mut fell_through: Vec<(&'r str, Resolution)>,
 ) -> Routed<'r>
@@ -198,7 +202,9 @@ where
     loop {
         let decision = ruleset.decide_from(request, first);
         let res = match (&decision.action, resolver) {
-            (Action::Classify(question), Some(resolver)) => Some(resolver.resolve(question).await),
+            (Action::Classify(question), Some(resolver)) => {
+                Some(resolver.resolve_traced(question, trace).await)
+            }
             _ => None,
         };
         match (res, decision.rule_id) {
@@ -234,7 +240,12 @@ mod tests {
     }
 
     impl TopologyTransport for &Service {
-        async fn classify(&self, body: &str, _: u32) -> Result<RawAnswer, TransportError> {
+        async fn classify(
+            &self,
+            body: &str,
+            _: u32,
+            _: &Trace,
+        ) -> Result<RawAnswer, TransportError> {
             self.calls.set(self.calls.get() + 1);
             Ok(match self.known.get(body) {
                 Some(address) => RawAnswer {
@@ -326,7 +337,12 @@ mod tests {
         let clock = Clock(RefCell::new(1_000));
         let resolver = resolver(&service, &clock);
         let run = |path, session| {
-            futures_executor::block_on(route(&rules, Some(&resolver), &request(path, session)))
+            futures_executor::block_on(route(
+                &rules,
+                Some(&resolver),
+                &request(path, session),
+                &Trace::default(),
+            ))
         };
 
         let known = run("/cell2-group/app", Some("cell-3"));
@@ -391,7 +407,13 @@ mod tests {
         let req = request("/nobody/app", Some("cell-3"));
         let pending = route_from_memory(&rules, Some(&resolver), &req).unwrap_err();
         assert_eq!(rules.evaluations(), 1);
-        let routed = futures_executor::block_on(route_pending(&rules, &resolver, &req, pending));
+        let routed = futures_executor::block_on(route_pending(
+            &rules,
+            &resolver,
+            &req,
+            &Trace::default(),
+            pending,
+        ));
         // The path rule is not evaluated again: one more pass, for the rules
         // after it.
         assert_eq!(rules.evaluations(), 2);
@@ -418,6 +440,7 @@ mod tests {
             &rules,
             Some(&resolver),
             &request("/nobody", Some("cell-3")),
+            &Trace::default(),
         ));
         assert_eq!(routed.decision.rule_id, Some("path"));
         assert_eq!(

@@ -98,7 +98,12 @@ fn status(code: u16) -> Result<RawAnswer, TransportError> {
 }
 
 impl TopologyTransport for Rc<FakeService> {
-    async fn classify(&self, _body: &str, timeout_ms: u32) -> Result<RawAnswer, TransportError> {
+    async fn classify(
+        &self,
+        _body: &str,
+        timeout_ms: u32,
+        _: &crate::trace::Trace,
+    ) -> Result<RawAnswer, TransportError> {
         self.calls.set(self.calls.get() + 1);
         self.gate.wait().await;
         let next = self
