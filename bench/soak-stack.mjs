@@ -76,9 +76,22 @@ export function rss(pid) {
 
 /** A ring of the router's log lines (the last `cap`), with a count of all. */
 export function logRing(cap = 5000) {
-  const ring = { lines: [], total: 0 };
+  // `answers`: every request log line whose answer was not the service's
+  // or a fresh cache entry (stale, fallback), with when it arrived, so
+  // that the soak can tell which legacy-cell answers the router itself
+  // reports as the failure path.
+  const ring = { lines: [], total: 0, answers: [] };
   ring.push = (line) => {
     ring.total++;
+    const at = line.indexOf('{"ruleset"');
+    if (at >= 0) {
+      try {
+        const l = JSON.parse(line.slice(at));
+        if (l.cache === "fallback" || l.cache === "stale" || l.error) ring.answers.push({ t: Date.now(), method: l.method, path: l.path, cache: l.cache, error: l.error, upstream: l.upstream, status: l.status });
+      } catch {
+        // Not a whole JSON line.
+      }
+    }
     ring.lines.push(line);
     if (ring.lines.length > cap) ring.lines.splice(0, ring.lines.length - cap);
   };

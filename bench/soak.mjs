@@ -97,6 +97,8 @@ const stats = PHASES.map((p) => ({
   router_5xx_intended: 0,
   router_5xx_unintended: 0,
   fallback_legacy: 0,
+  stale_ignored: 0,
+  fallback_unscheduled: 0,
   wrong_cell: 0,
   corrupt: 0,
   transport_errors: 0,
@@ -123,6 +125,55 @@ function phaseAt(t) {
   for (let i = stats.length - 1; i >= 0; i--) if (stats[i].from && stats[i].from <= t) return i;
   return 0;
 }
+
+// Stale-if-error (docs/decisions.md, Failures): an expired memory entry up
+// to 600 s old is preferred over an error, the legacy cell comes after. A
+// plain request (one classify question) that fell back to the legacy cell
+// although the same workerd answered its key from the right cell less than
+// 600 s before (and not from the legacy cell since: a 404 is an entry too)
+// had an entry to use: a failure.
+const lastGood = new Map(); // "generation:key" -> when the right cell last answered
+const lastFallback = new Map(); // "generation:key" -> when the legacy cell last stood in
+const STALE_MS = 600_000;
+
+function staleCheck(o) {
+  // A 404 is an answer, not an error: stale-if-error is for errors only.
+  if (o.op !== "request" || overlaps(o, "not-found")) return;
+  const k = `${o.generation}:${o.key}`;
+  const good = lastGood.get(k);
+  if (good === undefined || good >= o.started || good < (lastFallback.get(k) ?? 0) || o.started - good > STALE_MS - 30_000) return;
+  stats[phaseAt(o.started)].stale_ignored++;
+  fail(o, "stale-ignored", `legacy cell although generation ${o.generation} routed this key to cell ${o.want} ${o.started - good} ms before`);
+}
+
+// The legacy cell outside a fault window: documented only if the router
+// logged this request as the failure path (the service timed out or its
+// breaker was open: on a saturated machine a healthy service can miss the
+// 500 ms timeout). Else a wrong cell.
+const pending = [];
+const SERVICE_FAILURE = /topology service/;
+
+function routerLine(o) {
+  const urlPath = o.path.split("?")[0];
+  return stack.logs.answers.find((l) => l.method === o.method && l.path === urlPath && l.t >= o.started && l.t <= o.ended + 2000);
+}
+
+function judgePending() {
+  for (const o of pending) {
+    const s = stats[phaseAt(o.started)];
+    const line = routerLine(o);
+    if (line && line.cache === "fallback" && SERVICE_FAILURE.test(line.error ?? "")) {
+      s.fallback_unscheduled++;
+      staleCheck(o);
+      (unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")] ??= 0);
+      unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")]++;
+    } else {
+      s.wrong_cell++;
+      fail(o, "wrong-cell", `cell 1 answered a cell-${o.want} key; router log: ${line ? JSON.stringify(line) : "none"}`);
+    }
+  }
+}
+const unscheduled = {};
 
 /** Judges one outcome: counts it in its phase and records failures. */
 function judge(o) {
@@ -153,11 +204,21 @@ function judge(o) {
     } else fail(o, "router-answer", `router answered ${o.status} itself`);
     if (o.op === "longpoll" && !cellDown) s.longpolls_cut++;
   } else if (o.cell !== o.want) {
-    if (o.cell === 1 && serviceTrouble) s.fallback_legacy++;
-    else {
+    if (o.cell === 1 && serviceTrouble) {
+      s.fallback_legacy++;
+      staleCheck(o);
+    } else if (o.cell === 1) {
+      // Judged at the end, against the router's log (its lines may arrive after the answer).
+      pending.push(o);
+    } else {
       s.wrong_cell++;
       fail(o, "wrong-cell", `cell ${o.cell} answered a cell-${o.want} key`);
     }
+  }
+  if (o.op === "request" && o.cell !== null) {
+    const k = `${o.generation}:${o.key}`;
+    if (o.cell === o.want && o.want !== 1) lastGood.set(k, o.ended);
+    else if (o.cell === 1 && o.want !== 1) lastFallback.set(k, o.ended);
   }
   for (const p of o.problems) {
     if (p.kind === "corrupt") s.corrupt++;
@@ -369,6 +430,7 @@ async function main() {
     stopping = true;
     clearInterval(sampler);
   }
+  judgePending();
   const memory = memoryVerdicts();
   const routerLogs = stack.logs;
   await stopSoakStack(stack);
@@ -384,6 +446,8 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
     router_5xx_intended: s.router_5xx_intended,
     router_5xx_unintended: s.router_5xx_unintended,
     fallback_legacy: s.fallback_legacy,
+    stale_ignored: s.stale_ignored,
+    fallback_unscheduled: s.fallback_unscheduled,
     wrong_cell: s.wrong_cell,
     corrupt: s.corrupt,
     transport_errors: s.transport_errors,
@@ -402,16 +466,17 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
   const memoryOk = memory.every((m) => m.bounded);
   const ok = failures.length === 0 && memoryOk;
 
-  const head = ["phase", "s", "reqs", "5xx ok", "5xx BAD", "legacy fb", "wrong", "corrupt", "xport", "ws msgs", "ws lost", "ws reord", "lp", "lp cut", "p50", "p99", "RSS MiB start/peak/end"];
-  const line = (r) => [r.phase, r.seconds, r.requests, r.router_5xx_intended, r.router_5xx_unintended, r.fallback_legacy, r.wrong_cell, r.corrupt, r.transport_errors, r.ws_messages, r.ws_lost, r.ws_reordered, r.longpolls, r.longpolls_cut, r.p50_ms ?? "-", r.p99_ms ?? "-", `${r.rss_mib.start}/${r.rss_mib.peak}/${r.rss_mib.end}`];
-  const table = [head, ...rows.map(line), ["total", Math.round(wallMs / 1000), total("requests"), total("router_5xx_intended"), total("router_5xx_unintended"), total("fallback_legacy"), total("wrong_cell"), total("corrupt"), total("transport_errors"), total("ws_messages"), total("ws_lost"), total("ws_reordered"), total("longpolls"), total("longpolls_cut"), pct(allLat, 50) ?? "-", pct(allLat, 99) ?? "-", ""]];
+  const head = ["phase", "s", "reqs", "5xx ok", "5xx BAD", "legacy fb", "stale!", "fb load", "wrong", "corrupt", "xport", "ws msgs", "ws lost", "ws reord", "lp", "lp cut", "p50", "p99", "RSS MiB start/peak/end"];
+  const line = (r) => [r.phase, r.seconds, r.requests, r.router_5xx_intended, r.router_5xx_unintended, r.fallback_legacy, r.stale_ignored, r.fallback_unscheduled, r.wrong_cell, r.corrupt, r.transport_errors, r.ws_messages, r.ws_lost, r.ws_reordered, r.longpolls, r.longpolls_cut, r.p50_ms ?? "-", r.p99_ms ?? "-", `${r.rss_mib.start}/${r.rss_mib.peak}/${r.rss_mib.end}`];
+  const table = [head, ...rows.map(line), ["total", Math.round(wallMs / 1000), total("requests"), total("router_5xx_intended"), total("router_5xx_unintended"), total("fallback_legacy"), total("stale_ignored"), total("fallback_unscheduled"), total("wrong_cell"), total("corrupt"), total("transport_errors"), total("ws_messages"), total("ws_lost"), total("ws_reordered"), total("longpolls"), total("longpolls_cut"), pct(allLat, 50) ?? "-", pct(allLat, 99) ?? "-", ""]];
   const widths = head.map((_, i) => Math.max(...table.map((r) => String(r[i]).length)));
   const out = [];
   out.push(`\nsoak (${O.mode}): ${O.clients} clients, ${O.seconds} s schedule, seed ${O.seed}, stack start-up ${startupMs} ms, wall ${Math.round(wallMs / 1000)} s`);
   for (const r of table) out.push(r.map((c, i) => String(c).padStart(i === 0 ? 0 : widths[i]).padEnd(i === 0 ? widths[0] : 0)).join("  "));
-  out.push("(5xx ok: the router's 502 for cell 4 while it was down; legacy fb: cell 1 answered while the service could not, a documented fallback; p50/p99: plain requests, ms)");
+  out.push("(5xx ok: the router's 502 for cell 4 while it was down; legacy fb: cell 1 answered while the service could not, a documented fallback; stale!: of those, keys the same workerd had routed right < 600 s before (stale-if-error not used); fb load: cell 1 outside the fault windows, logged by the router as its failure path (the service missed the timeout on a loaded machine or the breaker was open); p50/p99: plain requests, ms)");
   out.push("workerd generations:");
   for (const m of memory) out.push(`  #${m.generation} pid ${m.pid}: RSS start ${m.start_mib}, warm ${m.warm_mib}, peak ${m.peak_mib}, end ${m.end_mib} MiB (growth ${m.growth_mib} MiB${m.bounded ? "" : `, OVER the ${mib(O.rssGrowthLimit)} MiB limit`})`);
+  if (Object.keys(unscheduled).length) out.push(`fallbacks outside the fault windows, by the router's logged reason: ${JSON.stringify(unscheduled)}`);
   for (const r of reloads) out.push(`  reload #${r.from} -> #${r.to}: new workerd ready in ${r.started_ms} ms, old drained in ${r.drained_ms} ms (${r.left_in_flight} left in flight)`);
   process.stdout.write(out.join("\n") + "\n");
 
@@ -442,6 +507,7 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
         rows,
         memory,
         reloads,
+        unscheduled_fallbacks: unscheduled,
         failures: failures.slice(0, 500),
         failures_total: failures.length,
         router_log_lines: routerLogs.total,
