@@ -76,10 +76,9 @@ export function rss(pid) {
 
 /** A ring of the router's log lines (the last `cap`), with a count of all. */
 export function logRing(cap = 5000) {
-  // `answers`: every request log line whose answer was not the service's
-  // or a fresh cache entry (stale, fallback), with when it arrived, so
-  // that the soak can tell which legacy-cell answers the router itself
-  // reports as the failure path.
+  // `answers`: every request log line, parsed, with when it arrived, so
+  // that the soak can show the router's own account of a failed request
+  // and tell which legacy-cell answers it reports as its failure path.
   const ring = { lines: [], total: 0, answers: [] };
   ring.push = (line) => {
     ring.total++;
@@ -87,7 +86,7 @@ export function logRing(cap = 5000) {
     if (at >= 0) {
       try {
         const l = JSON.parse(line.slice(at));
-        if (l.cache === "fallback" || l.cache === "stale" || l.error) ring.answers.push({ t: Date.now(), method: l.method, path: l.path, cache: l.cache, error: l.error, upstream: l.upstream, status: l.status });
+        ring.answers.push({ t: Date.now(), method: l.method, path: l.path, rule: l.rule, cache: l.cache, coalesced: l.coalesced, error: l.error, upstream: l.upstream, status: l.status, duration_ms: l.duration_ms });
       } catch {
         // Not a whole JSON line.
       }
@@ -136,8 +135,8 @@ export async function startSoakStack({ keys, cacheControl, notFoundCacheControl,
       GITLAB_UPSTREAM_SCHEME: "http",
       GITLAB_ALLOWED_UPSTREAMS: Object.values(stack.cells).map((c) => c.addr).join(","),
       GITLAB_TOPOLOGY_TIMEOUT_MS: "500",
-      // Only errors, stale and fallback answers, 5xx: the soak keeps the last lines.
-      GITLAB_REQUEST_LOG: "errors",
+      // Every request: a failure is shown with the router's log line for it.
+      GITLAB_REQUEST_LOG: "all",
       ...vars,
     };
     await startRouterGeneration(stack, stack.vars);

@@ -112,7 +112,20 @@ export function transferTarget(key) {
  * Resolves { status, headers, text, error } (error: a transport failure or
  * the deadline).
  */
-export function send(url, { method = "GET", headers = {}, body, onChunk, timeoutMs }) {
+export async function send(url, init) {
+  const res = await sendOnce(url, init);
+  // A keep-alive connection that the server closed as this request went out
+  // on it (ECONNRESET before any answer): the request never arrived; HTTP
+  // clients send it again, once, on a new connection.
+  if (res.error && res.reused && res.status === undefined && /ECONNRESET|socket hang up/.test(res.error)) {
+    const again = await sendOnce(url, { ...init, agent: false });
+    again.retried = res.error;
+    return again;
+  }
+  return res;
+}
+
+function sendOnce(url, { method = "GET", headers = {}, body, onChunk, timeoutMs, agent }) {
   return new Promise((resolve) => {
     let done = false;
     const finish = (r) => {
@@ -121,7 +134,7 @@ export function send(url, { method = "GET", headers = {}, body, onChunk, timeout
       clearTimeout(timer);
       resolve(r);
     };
-    const req = http.request(url, { method, headers: { "accept-encoding": "identity", ...headers } }, (res) => {
+    const req = http.request(url, { method, agent, headers: { "accept-encoding": "identity", ...headers } }, (res) => {
       const chunks = [];
       let bytes = 0;
       res.on("data", (c) => {
@@ -136,7 +149,7 @@ export function send(url, { method = "GET", headers = {}, body, onChunk, timeout
     const timer = setTimeout(() => {
       req.destroy(new Error(`no complete answer within ${timeoutMs} ms`));
     }, timeoutMs);
-    req.on("error", (e) => finish({ error: e.message }));
+    req.on("error", (e) => finish({ error: e.message, reused: req.reusedSocket }));
     if (body === undefined) req.end();
     else if (Buffer.isBuffer(body)) req.end(body);
     else {
@@ -222,6 +235,7 @@ function outcome(op, key, method, path, headers, started, res) {
     status: res?.status ?? null,
     cell: res ? cellOf(res) : null,
     error: res?.error ?? null,
+    retried: res?.retried ?? null,
     problems: [],
   };
 }

@@ -102,6 +102,7 @@ const stats = PHASES.map((p) => ({
   wrong_cell: 0,
   corrupt: 0,
   transport_errors: 0,
+  keepalive_retries: 0,
   ws_sessions: 0,
   ws_messages: 0,
   ws_lost: 0,
@@ -118,7 +119,18 @@ const overlaps = (o, kind, extra = () => true) =>
   windows.some((w) => w.kind === kind && extra(w) && w.from <= o.ended && (w.to ?? Infinity) + w.grace >= o.started);
 
 function fail(o, kind, detail) {
-  failures.push({ phase: PHASES[phaseAt(o.started)].name, kind, detail, op: o.op, key_kind: o.kind, want: o.want, got: o.cell, status: o.status, method: o.method, path: o.path, headers: o.headers, at_ms: o.started - T0, duration_ms: o.ended - o.started });
+  pendingFailures.push([o, kind, detail]);
+}
+
+// Failures are written out at the end, with the router's log line for the
+// request (its lines may arrive after the answer).
+const pendingFailures = [];
+function recordFailures() {
+  for (const [o, kind, detail] of pendingFailures) recordFailure(o, kind, detail);
+}
+
+function recordFailure(o, kind, detail) {
+  failures.push({ router_log: o.path ? routerLine(o) ?? null : null, retried_after: o.retried ?? undefined, phase: PHASES[phaseAt(o.started)].name, kind, detail, op: o.op, key_kind: o.kind, want: o.want, got: o.cell, status: o.status, method: o.method, path: o.path, headers: o.headers, at_ms: o.started - T0, duration_ms: o.ended - o.started });
 }
 
 function phaseAt(t) {
@@ -153,23 +165,23 @@ function staleCheck(o) {
 const pending = [];
 const SERVICE_FAILURE = /topology service/;
 
-function routerLine(o) {
+function routerLine(o, pred = () => true) {
   const urlPath = o.path.split("?")[0];
-  return stack.logs.answers.find((l) => l.method === o.method && l.path === urlPath && l.t >= o.started && l.t <= o.ended + 2000);
+  return stack.logs.answers.find((l) => l.method === o.method && l.path === urlPath && l.t >= o.started && l.t <= o.ended + 2000 && (o.status === null || l.status === o.status) && pred(l));
 }
 
 function judgePending() {
   for (const o of pending) {
     const s = stats[phaseAt(o.started)];
-    const line = routerLine(o);
-    if (line && line.cache === "fallback" && SERVICE_FAILURE.test(line.error ?? "")) {
+    const line = routerLine(o, (l) => l.cache === "fallback");
+    if (line && SERVICE_FAILURE.test(line.error ?? "")) {
       s.fallback_unscheduled++;
       staleCheck(o);
       (unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")] ??= 0);
       unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")]++;
     } else {
       s.wrong_cell++;
-      fail(o, "wrong-cell", `cell 1 answered a cell-${o.want} key; router log: ${line ? JSON.stringify(line) : "none"}`);
+      fail(o, "wrong-cell", `cell 1 answered a cell-${o.want} key`);
     }
   }
 }
@@ -191,6 +203,7 @@ function judge(o) {
   }
   if (o.op === "longpoll") s.longpolls++;
 
+  if (o.retried) s.keepalive_retries++;
   if (o.status === null) {
     s.transport_errors++;
     if (o.op === "longpoll") s.longpolls_cut++;
@@ -431,6 +444,7 @@ async function main() {
     clearInterval(sampler);
   }
   judgePending();
+  recordFailures();
   const memory = memoryVerdicts();
   const routerLogs = stack.logs;
   await stopSoakStack(stack);
@@ -451,6 +465,7 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
     wrong_cell: s.wrong_cell,
     corrupt: s.corrupt,
     transport_errors: s.transport_errors,
+    keepalive_retries: s.keepalive_retries,
     ws_sessions: s.ws_sessions,
     ws_messages: s.ws_messages,
     ws_lost: s.ws_lost,
@@ -466,14 +481,14 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
   const memoryOk = memory.every((m) => m.bounded);
   const ok = failures.length === 0 && memoryOk;
 
-  const head = ["phase", "s", "reqs", "5xx ok", "5xx BAD", "legacy fb", "stale!", "fb load", "wrong", "corrupt", "xport", "ws msgs", "ws lost", "ws reord", "lp", "lp cut", "p50", "p99", "RSS MiB start/peak/end"];
-  const line = (r) => [r.phase, r.seconds, r.requests, r.router_5xx_intended, r.router_5xx_unintended, r.fallback_legacy, r.stale_ignored, r.fallback_unscheduled, r.wrong_cell, r.corrupt, r.transport_errors, r.ws_messages, r.ws_lost, r.ws_reordered, r.longpolls, r.longpolls_cut, r.p50_ms ?? "-", r.p99_ms ?? "-", `${r.rss_mib.start}/${r.rss_mib.peak}/${r.rss_mib.end}`];
-  const table = [head, ...rows.map(line), ["total", Math.round(wallMs / 1000), total("requests"), total("router_5xx_intended"), total("router_5xx_unintended"), total("fallback_legacy"), total("stale_ignored"), total("fallback_unscheduled"), total("wrong_cell"), total("corrupt"), total("transport_errors"), total("ws_messages"), total("ws_lost"), total("ws_reordered"), total("longpolls"), total("longpolls_cut"), pct(allLat, 50) ?? "-", pct(allLat, 99) ?? "-", ""]];
+  const head = ["phase", "s", "reqs", "5xx ok", "5xx BAD", "legacy fb", "stale!", "fb load", "wrong", "corrupt", "xport", "ka retry", "ws msgs", "ws lost", "ws reord", "lp", "lp cut", "p50", "p99", "RSS MiB start/peak/end"];
+  const line = (r) => [r.phase, r.seconds, r.requests, r.router_5xx_intended, r.router_5xx_unintended, r.fallback_legacy, r.stale_ignored, r.fallback_unscheduled, r.wrong_cell, r.corrupt, r.transport_errors, r.keepalive_retries, r.ws_messages, r.ws_lost, r.ws_reordered, r.longpolls, r.longpolls_cut, r.p50_ms ?? "-", r.p99_ms ?? "-", `${r.rss_mib.start}/${r.rss_mib.peak}/${r.rss_mib.end}`];
+  const table = [head, ...rows.map(line), ["total", Math.round(wallMs / 1000), total("requests"), total("router_5xx_intended"), total("router_5xx_unintended"), total("fallback_legacy"), total("stale_ignored"), total("fallback_unscheduled"), total("wrong_cell"), total("corrupt"), total("transport_errors"), total("keepalive_retries"), total("ws_messages"), total("ws_lost"), total("ws_reordered"), total("longpolls"), total("longpolls_cut"), pct(allLat, 50) ?? "-", pct(allLat, 99) ?? "-", ""]];
   const widths = head.map((_, i) => Math.max(...table.map((r) => String(r[i]).length)));
   const out = [];
   out.push(`\nsoak (${O.mode}): ${O.clients} clients, ${O.seconds} s schedule, seed ${O.seed}, stack start-up ${startupMs} ms, wall ${Math.round(wallMs / 1000)} s`);
   for (const r of table) out.push(r.map((c, i) => String(c).padStart(i === 0 ? 0 : widths[i]).padEnd(i === 0 ? widths[0] : 0)).join("  "));
-  out.push("(5xx ok: the router's 502 for cell 4 while it was down; legacy fb: cell 1 answered while the service could not, a documented fallback; stale!: of those, keys the same workerd had routed right < 600 s before (stale-if-error not used); fb load: cell 1 outside the fault windows, logged by the router as its failure path (the service missed the timeout on a loaded machine or the breaker was open); p50/p99: plain requests, ms)");
+  out.push("(5xx ok: the router's 502 for cell 4 while it was down; legacy fb: cell 1 answered while the service could not, a documented fallback; stale!: of those, keys the same workerd had routed right < 600 s before (stale-if-error not used); fb load: cell 1 outside the fault windows, logged by the router as its failure path (the service missed the timeout on a loaded machine or the breaker was open); ka retry: a request sent again after its reused keep-alive connection was reset before any answer; p50/p99: plain requests, ms)");
   out.push("workerd generations:");
   for (const m of memory) out.push(`  #${m.generation} pid ${m.pid}: RSS start ${m.start_mib}, warm ${m.warm_mib}, peak ${m.peak_mib}, end ${m.end_mib} MiB (growth ${m.growth_mib} MiB${m.bounded ? "" : `, OVER the ${mib(O.rssGrowthLimit)} MiB limit`})`);
   if (Object.keys(unscheduled).length) out.push(`fallbacks outside the fault windows, by the router's logged reason: ${JSON.stringify(unscheduled)}`);
@@ -487,6 +502,7 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
     for (const f of failures.slice(0, 15)) {
       const hdrs = Object.entries(f.headers ?? {}).map(([k, v]) => `-H '${k}: ${v}'`).join(" ");
       process.stdout.write(`  [${f.phase} +${f.at_ms} ms, ${f.duration_ms} ms] ${f.kind}: ${f.detail}\n    ${f.op} ${f.key_kind} key (cell ${f.want}), status ${f.status}, cell ${f.got}: curl -X ${f.method} ${hdrs} "$ROUTER${f.path}"\n`);
+      process.stdout.write(`    router log: ${f.router_log ? JSON.stringify(f.router_log) : "none"}\n`);
     }
   }
   if (!memoryOk) process.stdout.write(`\nFAILURE: workerd RSS grew more than ${mib(O.rssGrowthLimit)} MiB over a generation's life\n`);
@@ -511,7 +527,7 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
         failures: failures.slice(0, 500),
         failures_total: failures.length,
         router_log_lines: routerLogs.total,
-        router_log_tail: routerLogs.lines.slice(-200),
+        router_log_tail: routerLogs.lines.slice(-50),
       },
       null,
       2,
