@@ -165,9 +165,19 @@ function staleCheck(o) {
 const pending = [];
 const SERVICE_FAILURE = /topology service/;
 
+// workerd's log lines reach this process through pipes that lag under
+// load (seconds): a line may arrive well after its answer, so the nearest
+// matching line up to 30 s later is the request's.
 function routerLine(o, pred = () => true) {
   const urlPath = o.path.split("?")[0];
-  return stack.logs.answers.find((l) => l.method === o.method && l.path === urlPath && l.t >= o.started && l.t <= o.ended + 2000 && (o.status === null || l.status === o.status) && pred(l));
+  let best = null;
+  for (const l of stack.logs.answers) {
+    if (l.method !== o.method || l.path !== urlPath || l.t < o.started || l.t > o.ended + 30_000) continue;
+    if (o.status !== null && l.status !== o.status) continue;
+    if (!pred(l)) continue;
+    if (!best || l.t < best.t) best = l;
+  }
+  return best;
 }
 
 function judgePending() {
@@ -443,6 +453,7 @@ async function main() {
     stopping = true;
     clearInterval(sampler);
   }
+  await sleep(3000); // the router's last log lines
   judgePending();
   recordFailures();
   const memory = memoryVerdicts();
