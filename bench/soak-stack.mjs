@@ -86,7 +86,7 @@ export function logRing(cap = 5000) {
     if (at >= 0) {
       try {
         const l = JSON.parse(line.slice(at));
-        ring.answers.push({ t: Date.now(), method: l.method, path: l.path, rule: l.rule, cache: l.cache, coalesced: l.coalesced, error: l.error, upstream: l.upstream, status: l.status, duration_ms: l.duration_ms });
+        ring.answers.push({ t: Date.now(), method: l.method, path: l.path, rule: l.rule, cache: l.cache, coalesced: l.coalesced, fell_through: l.fell_through, attempts: l.attempts, service_ms: l.service_ms, error: l.error, upstream: l.upstream, status: l.status, duration_ms: l.duration_ms });
       } catch {
         // Not a whole JSON line.
       }
