@@ -189,7 +189,7 @@ function judgePending() {
       staleCheck(o);
       (unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")] ??= 0);
       unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")]++;
-    } else if ((line = routerLine(o, (l) => l.fell_through && (l.attempts >= 2 || l.service_ms >= 450)))) {
+    } else if ((line = routerLine(o, (l) => l.fell_through && (l.attempts >= 2 || l.service_ms >= 450 || l.coalesced)))) {
       // Router defect (docs/soak.md, Findings): the service failed, a stale
       // 404 answered, the key fell through to the legacy cell, and the log
       // line carries neither the error nor "stale". The outcome is the
