@@ -189,7 +189,7 @@ function judgePending() {
       staleCheck(o);
       (unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")] ??= 0);
       unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")]++;
-    } else if ((line = routerLine(o, (l) => l.fell_through && (l.attempts >= 2 || l.service_ms >= 450 || l.coalesced)))) {
+    } else if ((line = routerLine(o, (l) => l.fell_through && (l.attempts >= 2 || l.service_ms >= 450 || l.coalesced || breakerOpenAt(l.t))))) {
       // Router defect (docs/soak.md, Findings): the service failed, a stale
       // 404 answered, the key fell through to the legacy cell, and the log
       // line carries neither the error nor "stale". The outcome is the
@@ -201,6 +201,10 @@ function judgePending() {
       fail(o, "wrong-cell", `cell 1 answered a cell-${o.want} key`);
     }
   }
+}
+// The breaker was open around `t`: another request's line within 1 s says so.
+function breakerOpenAt(t) {
+  return stack.logs.answers.some((l) => Math.abs(l.t - t) <= 1000 && /circuit open/.test(l.error ?? ""));
 }
 const STALE_404 = "service failed, stale 404 fell through, not logged as an error (router defect)";
 const unscheduled = { [STALE_404]: 0 };
