@@ -30,3 +30,8 @@ echo "==> end-to-end tests through workerd" >&2
 suites=(tests/e2e)
 [ -d tests/deploy ] && suites+=(tests/deploy)
 node --test --test-concurrency=2 --test-reporter=spec "${suites[@]}"
+
+# Under three minutes: 8 clients of mixed traffic for 100 s through the
+# fault schedule (bench/soak.sh, docs/soak.md).
+echo "==> soak (short)" >&2
+bash bench/soak.sh --short
