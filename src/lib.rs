@@ -375,6 +375,17 @@ fn target_of<'r>(
         return Ok(None);
     };
     log.fell_through = routed.fell_through.iter().map(|(rule, _)| *rule).collect();
+    // A rule that handed the request on may have done so on a stale
+    // not-found while the service failed: its error and level belong in
+    // the line (found by the soak test).
+    for (rule, res) in &routed.fell_through {
+        if let Some(e) = &res.error {
+            log.add_error(format_args!("{rule}: {e}"));
+        }
+        if res.level == CacheLevel::Stale {
+            log.cache = Some(CacheLevel::Stale);
+        }
+    }
     let attempts = routed.attempts();
     log.attempts = (attempts > 0).then_some(attempts);
     log.service_ms = routed.service_ms();
@@ -389,7 +400,9 @@ fn target_of<'r>(
         log.add_error("GITLAB_TOPOLOGY_SERVICE_URL is not set");
         return Ok(None);
     };
-    log.cache = Some(res.level);
+    if log.cache != Some(CacheLevel::Stale) || res.level == CacheLevel::Fallback {
+        log.cache = Some(res.level);
+    }
     if let Some(e) = &res.error {
         log.add_error(e);
     }
@@ -821,6 +834,47 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_stale_not_found_that_handed_a_request_on_is_in_its_log_line() {
+        use router_core::resolve::Resolution;
+        use router_core::topology::Classification;
+        let (iso, _) = isolate_with(LEGACY);
+        let req = incoming(&iso, "https://gitlab.com/some-group/app", &[]);
+        let rules = iso.ruleset.as_ref().unwrap();
+        let path_rule = rules.decide(&req.parts);
+        let next = path_rule.next_on_not_found.expect("a path rule");
+        let routed = Routed {
+            decision: rules.decide_from(&req.parts, next),
+            resolution: None,
+            fell_through: vec![(
+                path_rule.rule_id.unwrap(),
+                Resolution {
+                    classification: Some(Classification::NotFound),
+                    level: CacheLevel::Stale,
+                    attempts: 3,
+                    service_ms: Some(120),
+                    coalesced: false,
+                    error: Some(RouterError::TopologyStatus(503)),
+                },
+            )],
+        };
+        let f = forward_of(plan(&iso, &req, Some(&routed)));
+        assert!(f.log.head.contains(r#""cache":"stale""#), "{}", f.log.head);
+        assert!(
+            f.log.head.contains(r#""fell_through":["path_namespace"]"#),
+            "{}",
+            f.log.head
+        );
+        assert!(
+            f.log
+                .tail
+                .contains("path_namespace: topology service answered status 503"),
+            "{}",
+            f.log.tail
+        );
+        assert_eq!(f.log.min_status, 0, "notable: written whatever the status");
     }
 
     #[test]
