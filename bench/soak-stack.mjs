@@ -6,14 +6,11 @@
 // and project ids (the soak's cold keys) and short cache lifetimes so that
 // entries expire inside a fault phase. Every process is a child of this one,
 // stopped by PID.
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
 import { mkdtempSync, writeFileSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT, startReady, startRouter, stopChild, freePort } from "../tests/e2e/harness.mjs";
+import { ROOT, startReady, startRouter, stopChild, freePort, startDevstackUp } from "../tests/e2e/harness.mjs";
 
-const DEVSTACK = process.env.DEVSTACK_BIN ?? join(ROOT, "target", "debug", "devstack");
 
 /** Cell that owns soak namespace / project i (cells 1-4, cell 1 the legacy cell). */
 export const ownerOf = (i) => (i % 4) + 1;
@@ -109,24 +106,7 @@ export async function startSoakStack({ keys, cacheControl, notFoundCacheControl,
     stack.dir = dir;
     const cfg = join(dir, "topology.toml");
     writeFileSync(cfg, topologyToml({ keys, cell4Addr: stack.cell4Addr, cacheControl, notFoundCacheControl }));
-    const child = spawn(DEVSTACK, ["up", "--config", cfg], { stdio: ["ignore", "pipe", "pipe"] });
-    stack.children.push(child);
-    stack.up = child;
-    let stderr = "";
-    child.stderr.on("data", (d) => (stderr = (stderr + d).slice(-4000)));
-    await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`devstack up not ready: ${stderr}`)), 20000);
-      child.once("exit", (code) => reject(new Error(`devstack up exited ${code}: ${stderr}`)));
-      createInterface({ input: child.stdout }).on("line", (line) => {
-        const ready = JSON.parse(line);
-        if (ready.ready === "cell") stack.cells[ready.id] = { id: Number(ready.id), addr: ready.addr, url: `http://${ready.addr}` };
-        if (ready.ready === "topology") {
-          clearTimeout(timer);
-          stack.topology = { addr: ready.addr, admin: `http://${ready.admin}` };
-          resolve();
-        }
-      });
-    });
+    stack.up = await startDevstackUp(cfg, stack, 20000);
     stack.cells[4] = { id: 4, addr: stack.cell4Addr, url: `http://${stack.cell4Addr}` };
     stack.vars = {
       GITLAB_RULES_CONFIG: "cells",

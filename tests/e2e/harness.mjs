@@ -54,23 +54,7 @@ export async function startDemoStack({ ruleset = "cells", vars = {}, topology = 
   const logs = [];
   const stack = { children: [], logs, cells: {} };
   try {
-    const child = spawn(DEVSTACK, ["up", "--config", cfg], { stdio: ["ignore", "pipe", "pipe"] });
-    stack.children.push(child);
-    let stderr = "";
-    child.stderr.on("data", (d) => (stderr = (stderr + d).slice(-4000)));
-    await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`devstack up not ready: ${stderr}`)), 15000);
-      child.once("exit", (code) => reject(new Error(`devstack up exited ${code}: ${stderr}`)));
-      createInterface({ input: child.stdout }).on("line", (line) => {
-        const ready = JSON.parse(line);
-        if (ready.ready === "cell") stack.cells[ready.id] = { id: Number(ready.id), addr: ready.addr, url: `http://${ready.addr}` };
-        if (ready.ready === "topology") {
-          clearTimeout(timer);
-          stack.topology = { addr: ready.addr, admin: `http://${ready.admin}` };
-          resolve();
-        }
-      });
-    });
+    await startDevstackUp(cfg, stack);
     stack.vars = {
       GITLAB_RULES_CONFIG: ruleset,
       GITLAB_TOPOLOGY_SERVICE_URL: `http://${stack.topology.addr}`,
@@ -88,6 +72,33 @@ export async function startDemoStack({ ruleset = "cells", vars = {}, topology = 
   }
   stack.stop = () => stopStack(stack);
   return stack;
+}
+
+/**
+ * Runs `devstack up --config cfg` into `stack` (its child in
+ * `stack.children`, returned too): resolves once the Topology Service's
+ * ready line has come, with every cell's in `stack.cells` and the service
+ * in `stack.topology`.
+ */
+export async function startDevstackUp(cfg, stack, timeoutMs = 15000) {
+  const child = spawn(DEVSTACK, ["up", "--config", cfg], { stdio: ["ignore", "pipe", "pipe"] });
+  stack.children.push(child);
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr = (stderr + d).slice(-4000)));
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`devstack up not ready: ${stderr}`)), timeoutMs);
+    child.once("exit", (code) => reject(new Error(`devstack up exited ${code}: ${stderr}`)));
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      const ready = JSON.parse(line);
+      if (ready.ready === "cell") stack.cells[ready.id] = { id: Number(ready.id), addr: ready.addr, url: `http://${ready.addr}` };
+      if (ready.ready === "topology") {
+        clearTimeout(timer);
+        stack.topology = { addr: ready.addr, admin: `http://${ready.admin}` };
+        resolve();
+      }
+    });
+  });
+  return child;
 }
 
 /** A Topology Service config for the given cells, in devstack's format. */
