@@ -3,6 +3,7 @@
 //! A malformed value never stops the router: it is reported as a problem
 //! (logged once per isolate by the edge) and the safe default is used.
 
+use crate::cells::{CellList, CircuitPolicy};
 use crate::forward::{validate_address, AllowList};
 use crate::guard::GuardPolicy;
 use crate::resolve::ClientPolicy;
@@ -35,6 +36,13 @@ pub mod vars {
     pub const SIGNATURE_TTL: &str = "GITLAB_ROUTER_SIGNATURE_TTL_SECONDS";
     pub const SIGNING_ISSUER: &str = "GITLAB_ROUTER_SIGNING_ISSUER";
     pub const REQUEST_LOG: &str = "GITLAB_REQUEST_LOG";
+    pub const CELLS: &str = "GITLAB_CELLS";
+    pub const CELL_FAILURES: &str = "GITLAB_CELL_FAILURES";
+    pub const CELL_FAILURE_WINDOW_MS: &str = "GITLAB_CELL_FAILURE_WINDOW_MS";
+    pub const CELL_OPEN_MS: &str = "GITLAB_CELL_OPEN_MS";
+    pub const CELL_HEALTH_REFRESH_MS: &str = "GITLAB_CELL_HEALTH_REFRESH_MS";
+    pub const CELL_HEALTH_MAX_AGE_SECONDS: &str = "GITLAB_CELL_HEALTH_MAX_AGE_SECONDS";
+    pub const CELL_PROBE_TIMEOUT_MS: &str = "GITLAB_CELL_PROBE_TIMEOUT_MS";
 }
 
 /// Which requests get a log line.
@@ -131,6 +139,15 @@ pub struct Config {
     pub signer: Result<Option<crate::signing::Signer>, String>,
     pub signing_policy: SigningPolicy,
     pub request_logging: RequestLogging,
+    /// `GITLAB_CELLS`, its bad entries left out (and reported).
+    pub cells: CellList,
+    pub circuits: CircuitPolicy,
+    /// How often an isolate re-reads the scheduled probe's record.
+    pub health_refresh_ms: u32,
+    /// A probe record older than this is not believed (the cron stopped).
+    pub health_max_age_secs: u32,
+    /// Per probe of a cell's health URL.
+    pub probe_timeout_ms: u32,
 }
 
 impl Config {
@@ -255,6 +272,22 @@ impl Config {
             stale_if_error: number(vars::CACHE_STALE, cache_defaults.stale_if_error, 0, 86_400),
         };
 
+        let circuit_defaults = CircuitPolicy::default();
+        let circuits = CircuitPolicy {
+            failures: number(vars::CELL_FAILURES, circuit_defaults.failures, 0, 10_000),
+            window_ms: number(
+                vars::CELL_FAILURE_WINDOW_MS,
+                circuit_defaults.window_ms,
+                100,
+                600_000,
+            ),
+            open_ms: number(vars::CELL_OPEN_MS, circuit_defaults.open_ms, 100, 600_000),
+            ..circuit_defaults
+        };
+        let health_refresh_ms = number(vars::CELL_HEALTH_REFRESH_MS, 5_000, 500, 600_000);
+        let health_max_age_secs = number(vars::CELL_HEALTH_MAX_AGE_SECONDS, 180, 10, 86_400);
+        let probe_timeout_ms = number(vars::CELL_PROBE_TIMEOUT_MS, 2_000, 100, 30_000);
+
         let ttl = number(
             vars::SIGNATURE_TTL,
             crate::signing::DEFAULT_TTL_SECS,
@@ -314,6 +347,17 @@ impl Config {
             }
         };
 
+        let cells = match get(vars::CELLS) {
+            None => CellList::default(),
+            Some(json) => {
+                let (cells, bad) = CellList::parse(&json);
+                for problem in bad {
+                    problems.push(format!("{}: {problem}", vars::CELLS));
+                }
+                cells
+            }
+        };
+
         let config = Config {
             rules_config: get(vars::RULES_CONFIG),
             topology_url,
@@ -327,6 +371,11 @@ impl Config {
             signer,
             signing_policy,
             request_logging,
+            cells,
+            circuits,
+            health_refresh_ms,
+            health_max_age_secs,
+            probe_timeout_ms,
         };
         (config, problems)
     }
@@ -504,6 +553,36 @@ mod tests {
             ns("https://a.example", "b.example"),
             ns("https://a.exampleb", "example")
         );
+    }
+
+    #[test]
+    fn the_cell_list_and_circuit_settings() {
+        let (c, problems) = read(&[
+            ("GITLAB_PROXY_HOST", "legacy"),
+            (
+                "GITLAB_CELLS",
+                r#"[{"id": 2, "address": "cell2.example"}, {"id": 3, "address": "bad/"}]"#,
+            ),
+            ("GITLAB_CELL_FAILURES", "3"),
+            ("GITLAB_CELL_OPEN_MS", "1"),
+        ]);
+        assert_eq!(c.cells.len(), 1);
+        assert_eq!(c.circuits.failures, 3);
+        assert_eq!(c.circuits.open_ms, CircuitPolicy::default().open_ms);
+        assert_eq!(c.health_refresh_ms, 5_000);
+        let mine: Vec<&String> = problems
+            .iter()
+            .filter(|p| p.starts_with("GITLAB_CELL"))
+            .collect();
+        assert_eq!(mine.len(), 2, "{problems:#?}");
+        assert!(
+            mine.iter()
+                .any(|p| p.starts_with("GITLAB_CELLS: entry 2: cell 3: address")),
+            "{mine:?}"
+        );
+        let (c, problems) = read(&[("GITLAB_PROXY_HOST", "legacy"), ("GITLAB_CELLS", "{")]);
+        assert!(c.cells.is_empty());
+        assert!(problems.iter().any(|p| p.starts_with("GITLAB_CELLS: not JSON")));
     }
 
     #[test]

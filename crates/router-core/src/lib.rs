@@ -12,6 +12,7 @@
 //! **forward** ([`forward`]) and **log** ([`log::RequestLog`]).
 
 pub mod b64;
+pub mod cells;
 pub mod classify;
 pub mod config;
 pub mod error;
