@@ -132,7 +132,7 @@ impl Ruleset {
     pub fn fixed_addresses(&self) -> impl Iterator<Item = &str> {
         self.rules.iter().filter_map(|r| match &r.action {
             RuleAction::Proxy { address } => address.as_deref(),
-            RuleAction::Classify { .. } | RuleAction::Reject { .. } => None,
+            RuleAction::Classify { .. } | RuleAction::Reject { .. } | RuleAction::Spread => None,
         })
     }
 

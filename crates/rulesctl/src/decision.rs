@@ -21,6 +21,8 @@ pub enum ViewAction {
     Proxy { address: Option<String> },
     /// The router answers this client error itself.
     Reject { status: u16, message: String },
+    /// A random healthy cell of `GITLAB_CELLS`.
+    Spread,
 }
 
 impl View {
@@ -60,6 +62,7 @@ impl View {
             ViewAction::Proxy { address: Some(a) } => format!("proxy {a}"),
             ViewAction::Proxy { address: None } => "proxy (legacy cell)".to_string(),
             ViewAction::Reject { status, .. } => format!("reject {status}"),
+            ViewAction::Spread => "spread (a healthy listed cell)".to_string(),
         };
         format!("{} {action}", self.rule_label())
     }
@@ -72,6 +75,7 @@ impl From<Decision<'_>> for View {
             Action::Proxy { address } => ViewAction::Proxy {
                 address: address.map(str::to_string),
             },
+            Action::Spread => ViewAction::Spread,
             Action::Reject { status, message } => ViewAction::Reject {
                 status,
                 message: message.to_string(),

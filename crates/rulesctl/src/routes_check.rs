@@ -109,6 +109,7 @@ pub fn run(mut args: Args) -> Outcome<i32> {
                     None,
                 ),
                 Action::Reject { status, .. } => (format!("reject {status}"), None),
+                Action::Spread => ("spread".to_string(), None),
             };
             let classified = matches!(decision.action, Action::Classify(_));
             let problem = check(route_claim.as_deref(), classified, &expected);

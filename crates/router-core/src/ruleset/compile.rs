@@ -240,6 +240,12 @@ pub(super) fn compile_rule(
             }
             RuleAction::Proxy { address }
         }
+        "spread" => {
+            if spec.classify.is_some() || spec.proxy.is_some() {
+                return Err(c.err("action is spread but a classify or proxy block is given"));
+            }
+            RuleAction::Spread
+        }
         "reject" => {
             if spec.classify.is_some() || spec.proxy.is_some() {
                 return Err(c.err("action is reject but a classify or proxy block is given"));
@@ -266,7 +272,7 @@ pub(super) fn compile_rule(
         }
         other => {
             return Err(c.err(format!(
-                "action: {other:?} is not classify, proxy or reject"
+                "action: {other:?} is not classify, proxy, spread or reject"
             )))
         }
     };

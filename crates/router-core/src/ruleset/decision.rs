@@ -25,6 +25,9 @@ pub enum Action<'r> {
     Classify(ClassifyRequest),
     /// Answer with this client error; nothing is forwarded.
     Reject { status: u16, message: &'r str },
+    /// Proxy to a random healthy cell of the cell list (the legacy cell
+    /// when none is healthy).
+    Spread,
 }
 
 impl Decision<'_> {
@@ -49,6 +52,7 @@ impl Decision<'_> {
                 format!(r#"{{"address":{}}}"#, text_or_null(*address)),
                 String::new(),
             ),
+            Action::Spread => (null(), null(), String::new()),
             Action::Reject { status, message } => (
                 null(),
                 null(),
@@ -72,12 +76,13 @@ impl Decision<'_> {
 }
 
 impl Action<'_> {
-    /// `classify` or `proxy`, as `X-Gitlab-Http-Router-Rule-Action` says.
+    /// `classify`, `proxy`, `reject` or `spread`, as `X-Gitlab-Http-Router-Rule-Action` says.
     pub fn name(&self) -> &'static str {
         match self {
             Action::Proxy { .. } => "proxy",
             Action::Classify(_) => "classify",
             Action::Reject { .. } => "reject",
+            Action::Spread => "spread",
         }
     }
 }

@@ -128,7 +128,7 @@ impl Rule {
             && self.not_reserved.is_empty()
             && self.rollout.is_none()
             && match &self.action {
-                RuleAction::Proxy { .. } | RuleAction::Reject { .. } => true,
+                RuleAction::Proxy { .. } | RuleAction::Reject { .. } | RuleAction::Spread => true,
                 RuleAction::Classify { value, .. } => value
                     .as_ref()
                     .is_none_or(|t| t.segments.iter().all(|s| matches!(s, Segment::Literal(_)))),
@@ -188,6 +188,7 @@ impl Rule {
                 status: *status,
                 message,
             },
+            RuleAction::Spread => Action::Spread,
             RuleAction::Classify {
                 kind,
                 value,

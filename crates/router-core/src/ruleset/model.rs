@@ -105,6 +105,9 @@ pub(super) enum RuleAction {
         status: u16,
         message: String,
     },
+    /// A random healthy cell of `GITLAB_CELLS` (the legacy cell when none
+    /// is healthy): for pages that need no key, such as `/users/sign_in`.
+    Spread,
     Classify {
         kind: ClassifyKind,
         value: Option<Template>,
