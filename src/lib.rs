@@ -21,23 +21,25 @@
 
 mod io;
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::rc::Rc;
 
+use router_core::cells::{self, Admission, CellHealth, HealthRecord, OpenedBy};
 use router_core::config::{Config, SigningPolicy};
 use router_core::forward::{
     self, AllowList, CF_CONNECTING_IP, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_FOR,
     X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 use router_core::log::RequestLog;
-use router_core::plan::{Answer, Failure, Forward, LogPlan, Plan, Signing};
+use router_core::plan::{Answer, Failure, Forward, LogPlan, Plan, Report, Signing};
 use router_core::request::UrlParts;
 use router_core::resolve::{CacheLevel, Resolver};
 use router_core::route::{self, Pending, Routed};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
 use router_core::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER};
-use router_core::{Action, RequestParts, RouterError, Ruleset};
+use router_core::topology::Classification;
+use router_core::{Action, ClassifyKind, RequestParts, RouterError, Ruleset, Target};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{Headers, Request};
@@ -65,6 +67,16 @@ struct Isolate {
     /// The Worker version answering (the version metadata binding's id),
     /// named in every log line.
     version: Option<String>,
+    /// The circuit of every cell of `GITLAB_CELLS` (`config.cells`).
+    health: RefCell<CellHealth>,
+    /// When the scheduled probe's record is read next (ms since the
+    /// epoch): at most once per `config.health_refresh_ms`.
+    next_health_read_ms: Cell<u64>,
+    /// The probe record's home in the Cache API.
+    health_store: io::HealthStore,
+    /// The clock and the random source (JS; fakes in native tests).
+    now: fn() -> f64,
+    random: fn() -> f64,
 }
 
 /// Headers the edge reads besides the rules': for hop-by-hop handling, for
@@ -158,6 +170,12 @@ impl Isolate {
                 allowed.allow_exact(address);
             }
         }
+        for cell in config.cells.cells() {
+            allowed.allow_exact(&cell.address);
+            if let Some(registry) = &cell.registry_address {
+                allowed.allow_exact(registry);
+            }
+        }
         let resolver = config.topology_url.as_ref().map(|url| {
             Resolver::new(
                 io::FetchTransport::new(
@@ -185,6 +203,8 @@ impl Isolate {
             }
             names
         });
+        let health = RefCell::new(CellHealth::new(&config.cells, config.circuits));
+        let health_store = io::HealthStore::new(&config.cache_namespace());
         Isolate {
             config,
             ruleset,
@@ -193,6 +213,11 @@ impl Isolate {
             header_names,
             relied_on,
             version: None,
+            health,
+            next_health_read_ms: Cell::new(0),
+            health_store,
+            now: js_sys::Date::now,
+            random: js_sys::Math::random,
         }
     }
 }
@@ -264,6 +289,11 @@ pub fn internal_error(message: &str) -> String {
 pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<String> {
     let iso = isolate(&env);
     let names = iso.header_names.as_ref()?;
+    if iso.health_read_due() {
+        // routeAsync reads the probe record first (one request per
+        // interval per isolate pays for it).
+        return None;
+    }
     let mut incoming = Incoming::parse(url, method)?;
     #[cfg(feature = "panic-probe")]
     match incoming.parts.path.as_str() {
@@ -304,6 +334,9 @@ pub async fn route_async(
     headers: Option<String>,
 ) -> String {
     let iso = isolate(&env);
+    if iso.health_read_due() {
+        iso.read_health().await;
+    }
     let stopped = PENDING
         .with(|p| p.borrow_mut().take())
         .filter(|(u, _, _)| *u == url);

@@ -348,9 +348,20 @@ impl Circuit {
         }
     }
 
-    /// Whether requests go to the cell now (closed), for spreading.
+    /// Whether requests go to the cell now (closed).
     pub fn is_closed(&self) -> bool {
         matches!(self.state, State::Closed { .. })
+    }
+
+    /// Whether a request for the cell would be forwarded at `now_ms`:
+    /// closed, or open with its cool-down over (the request is then the
+    /// trial). Spreading picks among these, so a cell that only gets
+    /// spread traffic still recovers.
+    pub fn is_available(&self, now_ms: u64) -> bool {
+        match self.state {
+            State::Closed { .. } => true,
+            State::Open { until_ms, .. } | State::Trial { until_ms, .. } => now_ms >= until_ms,
+        }
     }
 
     /// Why the circuit is open, when it is.
@@ -470,14 +481,15 @@ impl CellHealth {
         &self.policy
     }
 
-    /// The admission of a request for cell `i`.
-    pub fn admit(&mut self, i: usize, now_ms: u64) -> Admission {
+    /// The admission of a request for cell `i`; `now_ms` is asked only
+    /// when its circuit is not closed (the usual case costs no clock read).
+    pub fn admit(&mut self, i: usize, now_ms: impl FnOnce() -> u64) -> Admission {
         if self.policy.failures == 0 {
             return Admission::Forward;
         }
         match self.circuits.get_mut(i) {
-            Some(c) => c.admit(&self.policy, now_ms),
-            None => Admission::Forward,
+            Some(c) if !c.is_closed() => c.admit(&self.policy, now_ms()),
+            _ => Admission::Forward,
         }
     }
 
@@ -520,18 +532,20 @@ impl CellHealth {
         opened
     }
 
-    /// A cell for a spread rule: uniformly among the cells whose circuit is
-    /// closed (`random` uniform in [0, 1)); `None` when none is.
-    pub fn choose(&self, random: f64) -> Option<usize> {
-        let closed = self.circuits.iter().filter(|c| c.is_closed()).count();
-        if closed == 0 {
+    /// A cell for a spread rule: uniformly among the available cells
+    /// ([`Circuit::is_available`]; `random` uniform in [0, 1)); `None` when
+    /// none is.
+    pub fn choose(&self, random: f64, now_ms: u64) -> Option<usize> {
+        let available = |c: &&Circuit| self.policy.failures == 0 || c.is_available(now_ms);
+        let count = self.circuits.iter().filter(available).count();
+        if count == 0 {
             return None;
         }
-        let pick = ((random.clamp(0.0, 1.0) * closed as f64) as usize).min(closed - 1);
+        let pick = ((random.clamp(0.0, 1.0) * count as f64) as usize).min(count - 1);
         self.circuits
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.is_closed())
+            .filter(|(_, c)| available(c))
             .nth(pick)
             .map(|(i, _)| i)
     }
@@ -708,15 +722,15 @@ mod tests {
         let mut h = CellHealth::new(&l, policy());
         assert_eq!(h.apply_record(&l, &record(1_000, &[3]), 1_500, 60_000), [3]);
         assert_eq!(h.circuit(2).unwrap().opened_by(), Some(OpenedBy::Probe));
-        assert!(matches!(h.admit(2, 1_600), Admission::Refused { .. }));
-        assert_eq!(h.admit(1, 1_600), Admission::Forward);
+        assert!(matches!(h.admit(2, || 1_600), Admission::Refused { .. }));
+        assert_eq!(h.admit(1, || 1_600), Admission::Forward);
         // The same record again does nothing; the cell recovers by a trial.
         assert!(h
             .apply_record(&l, &record(1_000, &[3]), 6_600, 60_000)
             .is_empty());
-        assert_eq!(h.admit(2, 6_600), Admission::Trial);
+        assert_eq!(h.admit(2, || 6_600), Admission::Trial);
         h.record(2, false, 6_700);
-        assert_eq!(h.admit(2, 6_800), Admission::Forward);
+        assert_eq!(h.admit(2, || 6_800), Admission::Forward);
         // A record too old is not believed.
         assert!(h
             .apply_record(&l, &record(7_000, &[2]), 100_000, 60_000)
@@ -747,7 +761,7 @@ mod tests {
         for _ in 0..10 {
             h.record(1, true, 0);
         }
-        assert_eq!(h.admit(1, 1), Admission::Forward);
+        assert_eq!(h.admit(1, || 1), Admission::Forward);
         assert!(h.apply_record(&l, &record(5, &[1]), 6, 60_000).is_empty());
     }
 
@@ -757,7 +771,7 @@ mod tests {
         let mut h = CellHealth::new(&l, policy());
         let mut counts = [0u32; 3];
         for k in 0..3_000 {
-            counts[h.choose(f64::from(k) / 3_000.0).unwrap()] += 1;
+            counts[h.choose(f64::from(k) / 3_000.0, 10).unwrap()] += 1;
         }
         assert_eq!(counts, [1_000, 1_000, 1_000]);
         for _ in 0..3 {
@@ -765,15 +779,17 @@ mod tests {
         }
         let mut counts = [0u32; 3];
         for k in 0..3_000 {
-            counts[h.choose(f64::from(k) / 3_000.0).unwrap()] += 1;
+            counts[h.choose(f64::from(k) / 3_000.0, 10).unwrap()] += 1;
         }
         assert_eq!(counts, [1_500, 0, 1_500]);
-        assert_eq!(h.choose(0.999_999_9), Some(2));
+        assert_eq!(h.choose(0.999_999_9, 10), Some(2));
         for i in [0, 2] {
             for _ in 0..3 {
                 h.record(i, true, 0);
             }
         }
-        assert_eq!(h.choose(0.5), None);
+        assert_eq!(h.choose(0.5, 10), None);
+        // Cool-down over: the cells are candidates again (as trials).
+        assert_eq!(h.choose(0.5, 5_000), Some(1));
     }
 }

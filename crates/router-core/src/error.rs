@@ -48,6 +48,15 @@ pub enum RouterError {
     UpstreamUnreachable(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// The cell's circuit is open (its requests failed, or the scheduled
+    /// probe found it down): answered at once instead of waiting on it.
+    #[error("cell {cell} ({address}) unavailable: circuit open ({why}); retry after {retry_after_secs} s")]
+    CellUnavailable {
+        cell: u64,
+        address: String,
+        why: &'static str,
+        retry_after_secs: u32,
+    },
 }
 
 impl RouterError {
@@ -56,7 +65,9 @@ impl RouterError {
     /// request by themselves (the legacy cell serves it), but map too.
     pub fn status(&self) -> u16 {
         match self {
-            RouterError::SigningUnavailable | RouterError::SigningFailed(_) => 503,
+            RouterError::SigningUnavailable
+            | RouterError::SigningFailed(_)
+            | RouterError::CellUnavailable { .. } => 503,
             RouterError::TopologyUnreachable(_)
             | RouterError::TopologyTimeout(_)
             | RouterError::TopologyStatus(_)
@@ -82,6 +93,7 @@ impl RouterError {
             RouterError::UpstreamUnreachable(_) => "upstream unreachable",
             RouterError::NoRegistryAddress => "cell has no registry address for a registry request",
             RouterError::Internal(_) => "internal error",
+            RouterError::CellUnavailable { .. } => "cell temporarily unavailable",
             RouterError::TopologyUnreachable(_)
             | RouterError::TopologyTimeout(_)
             | RouterError::TopologyStatus(_)
@@ -90,12 +102,22 @@ impl RouterError {
         }
     }
 
-    /// The plain-text answer for this error.
+    /// The plain-text answer for this error (with `Retry-After` when the
+    /// client should come back later).
     pub fn answer(&self) -> crate::plan::Answer {
-        crate::plan::Answer::text(
+        let mut answer = crate::plan::Answer::text(
             self.status(),
             format!("gitlab-http-router: {}\n", self.public_message()),
-        )
+        );
+        if let RouterError::CellUnavailable {
+            retry_after_secs, ..
+        } = self
+        {
+            answer
+                .headers
+                .push(("retry-after".to_string(), retry_after_secs.to_string()));
+        }
+        answer
     }
 }
 
@@ -115,5 +137,18 @@ mod tests {
         let answer = RouterError::UpstreamNotAllowed("evil.example".into()).answer();
         assert_eq!(answer.body, "gitlab-http-router: upstream not allowed\n");
         assert!(!answer.body.contains("evil"), "hosts stay in the log");
+        let open = RouterError::CellUnavailable {
+            cell: 2,
+            address: "cell2.internal".into(),
+            why: "requests failed",
+            retry_after_secs: 7,
+        };
+        let answer = open.answer();
+        assert_eq!(answer.status, 503);
+        assert!(answer
+            .headers
+            .contains(&("retry-after".to_string(), "7".to_string())));
+        assert!(!answer.body.contains("cell2.internal"));
+        assert!(open.to_string().contains("cell 2 (cell2.internal)"));
     }
 }

@@ -27,6 +27,15 @@ pub struct RequestLog<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fell_through: Vec<&'a str>,
     pub upstream: Option<String>,
+    /// The `GITLAB_CELLS` id of the upstream, when it is a listed cell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cell: Option<u64>,
+    /// Why the upstream was chosen (or refused): `service`, `cache`,
+    /// `stale`, `static` (the cell list, the service down), `spread`,
+    /// `fixed` (a proxy rule), `legacy` (the legacy cell), `circuit_open`
+    /// (answered 503: the cell is failing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chosen_by: Option<&'static str>,
     /// The request id (`X-Request-Id`) and `traceparent` the request was
     /// forwarded and its service calls made with ([`crate::trace`]).
     #[serde(skip_serializing_if = "str::is_empty")]
@@ -53,7 +62,10 @@ impl RequestLog<'_> {
     /// the upstream answers.
     pub fn is_notable_whatever_the_status(&self) -> bool {
         self.error.is_some()
-            || matches!(self.cache, Some(CacheLevel::Stale | CacheLevel::Fallback))
+            || matches!(
+                self.cache,
+                Some(CacheLevel::Stale | CacheLevel::Fallback | CacheLevel::Static)
+            )
             || self.action == "reject"
     }
 

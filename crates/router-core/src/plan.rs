@@ -68,6 +68,51 @@ pub struct Signing {
     pub on_failure: Option<Failure>,
 }
 
+/// What the entry reports back (`cellOutcome`) after forwarding to a
+/// listed cell: a failed fetch or a 502, 503 or 504 always, any outcome
+/// when `always` (the circuit's trial request). Nothing is reported for a
+/// success otherwise, so the usual path makes no extra call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    /// The cell's position in `GITLAB_CELLS`.
+    pub cell: usize,
+    pub always: bool,
+    /// A WebSocket or long poll ([`crate::cells::is_long_lived`]).
+    pub long_lived: bool,
+}
+
+impl Report {
+    /// `a|f ITEM cell ITEM 1|0`: the entry reads only the first letter.
+    pub fn encode(&self) -> String {
+        format!(
+            "{}{ITEM}{}{ITEM}{}",
+            if self.always { 'a' } else { 'f' },
+            self.cell,
+            u8::from(self.long_lived)
+        )
+    }
+
+    pub fn decode(text: &str) -> Option<Report> {
+        let mut items = text.split(ITEM);
+        let always = match items.next()? {
+            "a" => true,
+            "f" => false,
+            _ => return None,
+        };
+        let cell = items.next()?.parse().ok()?;
+        let long_lived = match items.next()? {
+            "1" => true,
+            "0" => false,
+            _ => return None,
+        };
+        items.next().is_none().then_some(Report {
+            cell,
+            always,
+            long_lived,
+        })
+    }
+}
+
 /// Forward the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Forward {
@@ -81,6 +126,8 @@ pub struct Forward {
     /// What a failed upstream fetch answers.
     pub on_upstream_failure: Failure,
     pub log: LogPlan,
+    /// `None`: the upstream is no listed cell, nothing is reported.
+    pub report: Option<Report>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,7 +235,8 @@ impl Plan {
     /// * forward: `F, url, drop (names by ITEM; empty: the usual set), set
     ///   (name ITEM value ITEM …), sign input (empty: unsigned), sign header,
     ///   sign failure (a failure; empty: forward unsigned), upstream
-    ///   failure, log head, log tail, log min status`
+    ///   failure, log head, log tail, log min status, report (empty: none;
+    ///   [`Report::encode`])`
     /// * answer: `A, answer, log head (empty: no line), log tail, log min
     ///   status`
     ///
@@ -234,6 +282,10 @@ impl Plan {
                 push_failure(&mut out, &f.on_upstream_failure);
                 out.push(FIELD);
                 push_log(&mut out, Some(&f.log));
+                out.push(FIELD);
+                if let Some(report) = &f.report {
+                    out.push_str(&report.encode());
+                }
             }
         }
         out
@@ -247,7 +299,7 @@ impl Plan {
                 answer: parse_answer(answer)?,
                 log: parse_log(head, tail, min_status)?,
             }),
-            ["F", url, drop, set, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status] => {
+            ["F", url, drop, set, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, report] => {
                 Some(Plan::Forward(Box::new(Forward {
                     url: url.to_string(),
                     drop: if drop.is_empty() {
@@ -271,6 +323,11 @@ impl Plan {
                     },
                     on_upstream_failure: parse_failure(upstream_failure)?,
                     log: parse_log(head, tail, min_status)??,
+                    report: if report.is_empty() {
+                        None
+                    } else {
+                        Some(Report::decode(report)?)
+                    },
                 })))
             }
             _ => None,
@@ -283,6 +340,14 @@ mod tests {
     use super::*;
 
     fn forward(signing: Option<Signing>, drop: Vec<String>) -> Plan {
+        forward_reporting(signing, drop, None)
+    }
+
+    fn forward_reporting(
+        signing: Option<Signing>,
+        drop: Vec<String>,
+        report: Option<Report>,
+    ) -> Plan {
         Plan::Forward(Box::new(Forward {
             url: "http://127.0.0.1:9102/a?b=c".into(),
             drop,
@@ -303,6 +368,7 @@ mod tests {
                 tail: "}".into(),
                 min_status: 500,
             },
+            report,
         }))
     }
 
@@ -322,6 +388,24 @@ mod tests {
             forward(None, vec!["connection".into(), "x-secret".into()]),
             forward(Some(signing(None)), vec![]),
             forward(Some(signing(Some(refused))), vec!["upgrade".into()]),
+            forward_reporting(
+                None,
+                vec![],
+                Some(Report {
+                    cell: 3,
+                    always: false,
+                    long_lived: true,
+                }),
+            ),
+            forward_reporting(
+                None,
+                vec![],
+                Some(Report {
+                    cell: 0,
+                    always: true,
+                    long_lived: false,
+                }),
+            ),
             Plan::Answer {
                 answer: Answer::text(400, "NAME_INVALID\n"),
                 log: Some(LogPlan {
@@ -349,6 +433,9 @@ mod tests {
     fn garbage_is_no_plan() {
         for text in ["", "F", "X\0a", "A\0nope\0\0\0", "F\0a\0b"] {
             assert_eq!(Plan::decode(text), None, "{text:?}");
+        }
+        for text in ["x\u{1}1\u{1}0", "a\u{1}\u{1}0", "a\u{1}1\u{1}2", "a\u{1}1\u{1}0\u{1}"] {
+            assert_eq!(Report::decode(text), None, "{text:?}");
         }
     }
 }

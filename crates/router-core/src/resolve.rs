@@ -150,6 +150,9 @@ pub enum CacheLevel {
     Service,
     Stale,
     Fallback,
+    /// The Topology Service could not answer and nothing was cached: the
+    /// key named a cell of `GITLAB_CELLS` (decided by the edge).
+    Static,
 }
 
 /// The result of resolving one classify request.

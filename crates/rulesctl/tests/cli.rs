@@ -834,7 +834,7 @@ fn bad_data_exits_1_with_a_clear_message() {
     t.run(&["explain", "--ruleset", "broken", "--url", url])
         .assert_fails(
             1,
-            "rules/broken.json: rule \"b\": action: \"teleport\" is not classify, proxy or reject",
+            "rules/broken.json: rule \"b\": action: \"teleport\" is not classify, proxy, spread or reject",
         );
 
     // Requests files: every bad line is named by file:line.

@@ -347,7 +347,7 @@ fn rejects_what_cannot_work_with_clear_messages() {
         ),
         (
             r#"[{"id": "x", "action": "teleport"}]"#,
-            "not classify, proxy or reject",
+            "not classify, proxy, spread or reject",
         ),
         (
             r#"[{"id": "x", "action": "reject", "reject": {"status": 500}}]"#,
