@@ -244,7 +244,7 @@ async function apply(request, method, clientHeaderNames, plan, started) {
     writeLog(logHead, logTail, logMinStatus, res.status, started);
     return res;
   }
-  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailure, logHead, logTail, logMinStatus] = f;
+  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailure, logHead, logTail, logMinStatus, report] = f;
   const { baseDrop, dropPrefixes } = setup;
   const dropped = drop === "" ? baseDrop : new Set(drop.split(ITEM));
   const headers = new Headers(request.headers);
@@ -264,13 +264,28 @@ async function apply(request, method, clientHeaderNames, plan, started) {
     }
   }
   let upstream;
+  const sent = Date.now();
   try {
     upstream = await fetch(url, { method, headers, body: request.body, redirect: "manual" });
   } catch (error) {
+    if (report !== "") reportOutcome(report, 0, sent);
     return fail(upstreamFailure, errorMessage(error), logHead, started);
   }
-  writeLog(logHead, logTail, logMinStatus, upstream.status, started);
+  const status = upstream.status;
+  // A listed cell's outcome goes back to Rust (its circuit) only when the
+  // plan asks for every outcome (a trial request) or the cell failed: the
+  // usual answer costs no call.
+  if (report !== "" && (report[0] === "a" || (status >= 502 && status <= 504))) reportOutcome(report, status, sent);
+  writeLog(logHead, logTail, logMinStatus, status, started);
   return upstream;
+}
+
+function reportOutcome(report, status, sent) {
+  try {
+    glue.cellOutcome(report, status, Date.now() - sent);
+  } catch (error) {
+    if (error instanceof WebAssembly.RuntimeError) restartWasm();
+  }
 }
 
 /** The router's answer when the entry itself failed (`internalError`). */
@@ -311,5 +326,11 @@ export default {
       if (error instanceof WebAssembly.RuntimeError) restartWasm();
       return internalError(error);
     }
+  },
+
+  // The Cron Trigger ([triggers] in wrangler.toml): Rust probes every
+  // listed cell and records what it found for every isolate.
+  async scheduled(controller, env, ctx) {
+    await glue.routerScheduled(env);
   },
 };

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
+use router_core::cells::{CellList, HealthRecord, ProbeResult};
 use router_core::resolve::{
     CachedAnswer, Platform, RawAnswer, SharedCache, TopologyTransport, TransportError,
 };
@@ -211,4 +212,113 @@ impl Platform for JsPlatform {
         let line = serde_json::json!({"level": "warn", "scope": "resolver", "message": message});
         web_sys::console::error_1(&line.to_string().into());
     }
+}
+
+/// The scheduled probe's record ([`HealthRecord`]) in the Cache API, under
+/// one fixed key per deployment namespace: every isolate of the colo reads
+/// the same record.
+pub struct HealthStore {
+    key: String,
+}
+
+impl HealthStore {
+    pub fn new(namespace: &str) -> HealthStore {
+        HealthStore {
+            key: format!("https://gitlab-http-router.internal/{namespace}/v1/cell-health"),
+        }
+    }
+
+    pub async fn get(&self) -> Option<HealthRecord> {
+        let cache = CacheApi::default_cache()?;
+        let found = JsFuture::from(cache.match_with_str(&self.key)).await.ok()?;
+        let response: Response = found.dyn_into().ok()?;
+        let text = JsFuture::from(response.text().ok()?)
+            .await
+            .ok()?
+            .as_string()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Stores `record` for `ttl_secs`; a failure only costs isolates the
+    /// record (they then rely on their own circuits).
+    pub async fn put(&self, record: &HealthRecord, ttl_secs: u32) {
+        let Some(cache) = CacheApi::default_cache() else {
+            return;
+        };
+        let Ok(body) = serde_json::to_string(record) else {
+            return;
+        };
+        let Ok(headers) = Headers::new() else { return };
+        let _ = headers.set("content-type", "application/json");
+        let _ = headers.set("cache-control", &format!("max-age={ttl_secs}"));
+        let init = web_sys::ResponseInit::new();
+        init.set_headers(&headers);
+        let Ok(response) = Response::new_with_opt_str_and_init(Some(&body), &init) else {
+            return;
+        };
+        let _ = JsFuture::from(cache.put_with_str(&self.key, &response)).await;
+    }
+}
+
+/// Probes every listed cell's health URL at once (`GET
+/// <scheme>://<address><health_path>`, no redirects followed, abandoned
+/// after `timeout_ms`): up is a 2xx.
+pub async fn probe_cells(list: &CellList, scheme: &str, timeout_ms: u32) -> HealthRecord {
+    let started = js_sys::Date::now();
+    // Every fetch is started before any is awaited: they run together.
+    let pending: Vec<(u64, Result<js_sys::Promise, JsValue>)> = list
+        .cells()
+        .iter()
+        .map(|cell| {
+            let url = format!("{scheme}://{}{}", cell.address, cell.health_path);
+            (cell.id, probe_request(&url, timeout_ms).map(|r| global_fetch(&r)))
+        })
+        .collect();
+    let mut cells = Vec::with_capacity(pending.len());
+    for (id, promise) in pending {
+        let outcome = match promise {
+            Ok(p) => JsFuture::from(p).await,
+            Err(e) => Err(e),
+        };
+        let ms = (js_sys::Date::now() - started).max(0.0) as u64;
+        cells.push(match outcome {
+            Ok(response) => {
+                let status = response.unchecked_into::<Response>().status();
+                ProbeResult {
+                    id,
+                    up: HealthRecord::is_up(status),
+                    status,
+                    ms,
+                    error: None,
+                }
+            }
+            Err(e) => ProbeResult {
+                id,
+                up: false,
+                status: 0,
+                ms,
+                error: Some(
+                    js_sys::Reflect::get(&e, &"message".into())
+                        .ok()
+                        .and_then(|m| m.as_string())
+                        .unwrap_or_else(|| "fetch failed".to_string()),
+                ),
+            },
+        });
+    }
+    HealthRecord {
+        checked_at_ms: js_sys::Date::now() as u64,
+        cells,
+    }
+}
+
+fn probe_request(url: &str, timeout_ms: u32) -> Result<Request, JsValue> {
+    let headers = Headers::new()?;
+    headers.set("user-agent", "gitlab-http-router-health-probe")?;
+    let init = RequestInit::new();
+    init.set_method("GET");
+    init.set_headers(&headers);
+    init.set_redirect(RequestRedirect::Manual);
+    init.set_signal(Some(&AbortSignal::timeout_with_u32(timeout_ms)));
+    Request::new_with_str_and_init(url, &init)
 }

@@ -222,6 +222,66 @@ impl Isolate {
     }
 }
 
+impl Isolate {
+    fn now_ms(&self) -> u64 {
+        (self.now)() as u64
+    }
+
+    /// Whether the scheduled probe's record is due for a read (never
+    /// without a cell list).
+    fn health_read_due(&self) -> bool {
+        !self.config.cells.is_empty() && self.now_ms() >= self.next_health_read_ms.get()
+    }
+
+    /// Reads the probe record from the Cache API and applies it; the next
+    /// read is due one interval later, whatever this one finds.
+    async fn read_health(&self) {
+        self.next_health_read_ms
+            .set(self.now_ms() + u64::from(self.config.health_refresh_ms));
+        if let Some(record) = self.health_store.get().await {
+            self.apply_health(&record);
+        }
+    }
+
+    fn apply_health(&self, record: &HealthRecord) {
+        let opened = self.health.borrow_mut().apply_record(
+            &self.config.cells,
+            record,
+            self.now_ms(),
+            u64::from(self.config.health_max_age_secs) * 1000,
+        );
+        if !opened.is_empty() {
+            log_warn(
+                "cell-health",
+                &format!(
+                    "the health probe found cells {opened:?} down: circuits opened in this isolate"
+                ),
+            );
+        }
+    }
+
+    /// A cell for a spread rule (its address), or `None`: the legacy cell.
+    fn spread(&self, log: &mut RequestLog) -> Option<String> {
+        let chosen = self
+            .health
+            .borrow()
+            .choose((self.random)(), self.now_ms());
+        match chosen {
+            Some(i) => {
+                log.chosen_by = Some("spread");
+                Some(self.config.cells.cells()[i].address.clone())
+            }
+            None => {
+                log.chosen_by = Some("legacy");
+                if !self.config.cells.is_empty() {
+                    log.add_error("spread: no healthy cell in GITLAB_CELLS; the legacy cell serves it");
+                }
+                None
+            }
+        }
+    }
+}
+
 #[event(start)]
 fn start() {
     console_error_panic_hook::set_once();
@@ -276,6 +336,78 @@ pub fn internal_error(message: &str) -> String {
         }),
     }
     .encode()
+}
+
+/// The entry's report of an upstream outcome (the plan's report field):
+/// every failed fetch (`status` 0) or 502/503/504 of a listed cell, and
+/// any outcome of a circuit's trial request. Feeds the cell's circuit; a
+/// circuit that opens or closes is logged.
+#[wasm_bindgen(js_name = cellOutcome)]
+pub fn cell_outcome(report: &str, status: u16, elapsed_ms: f64) {
+    let Some(iso) = ISOLATE.with(|cell| cell.get().cloned()) else {
+        return;
+    };
+    let Some(report) = Report::decode(report) else {
+        return;
+    };
+    let failed = cells::is_failure(status, elapsed_ms.max(0.0) as u64, report.long_lived);
+    if !failed && !report.always {
+        return;
+    }
+    let Some(cell) = iso.config.cells.cells().get(report.cell) else {
+        return;
+    };
+    let now = iso.now_ms();
+    let mut health = iso.health.borrow_mut();
+    let was_closed = health.circuit(report.cell).is_some_and(|c| c.is_closed());
+    health.record(report.cell, failed, now);
+    let is_closed = health.circuit(report.cell).is_some_and(|c| c.is_closed());
+    let policy = *health.policy();
+    drop(health);
+    let outcome = if status == 0 {
+        "fetch failed".to_string()
+    } else {
+        format!("status {status}")
+    };
+    let message = match (was_closed, is_closed) {
+        (true, false) => format!(
+            "circuit opened in this isolate after {} failures within {} ms (last: {outcome}); 503 for {} ms, then one trial request",
+            policy.failures, policy.window_ms, policy.open_ms
+        ),
+        (false, true) => format!("circuit closed in this isolate (trial request: {outcome})"),
+        (false, false) if failed && report.always => {
+            format!("trial request failed ({outcome}); circuit open again")
+        }
+        _ => return,
+    };
+    log_warn(
+        "cell-health",
+        &format!("cell {} ({}): {message}", cell.id, cell.address),
+    );
+}
+
+/// The Cron Trigger (`scheduled`): probes every listed cell's health URL,
+/// keeps the result in the Cache API for every isolate of the colo (read
+/// at most once per `GITLAB_CELL_HEALTH_REFRESH_MS` each), applies it to
+/// this isolate at once, and logs one summary line.
+#[wasm_bindgen(js_name = routerScheduled)]
+pub async fn router_scheduled(env: Env) {
+    let iso = isolate(&env);
+    if iso.config.cells.is_empty() {
+        log_warn("cell-health", "GITLAB_CELLS lists no cell: nothing to probe");
+        return;
+    }
+    let record = io::probe_cells(
+        &iso.config.cells,
+        iso.config.upstream_scheme,
+        iso.config.probe_timeout_ms,
+    )
+    .await;
+    iso.health_store
+        .put(&record, iso.config.health_max_age_secs)
+        .await;
+    iso.apply_health(&record);
+    web_sys::console::log_1(&record.summary_line(&iso.config.cells).into());
 }
 
 /// Routes a request whose route is known without waiting, and returns its
@@ -401,10 +533,12 @@ fn read_headers(iso: &Isolate, parts: &mut RequestParts, req: &Request, joined: 
 /// The address a routed request goes to (`None`: the legacy cell), with
 /// how it was resolved written into `log`.
 fn target_of<'r>(
+    iso: &Isolate,
     routed: Option<&Routed<'r>>,
     log: &mut RequestLog<'r>,
 ) -> Result<Option<String>, RouterError> {
     let Some(routed) = routed else {
+        log.chosen_by = Some("legacy");
         return Ok(None);
     };
     log.fell_through = routed.fell_through.iter().map(|(rule, _)| *rule).collect();
@@ -424,12 +558,20 @@ fn target_of<'r>(
     log.service_ms = routed.service_ms();
     log.coalesced = routed.coalesced();
     let question = match &routed.decision.action {
-        Action::Proxy { address } => return Ok(address.map(str::to_string)),
+        Action::Proxy { address } => {
+            log.chosen_by = Some(if address.is_some() { "fixed" } else { "legacy" });
+            return Ok(address.map(str::to_string));
+        }
         Action::Reject { .. } => return Ok(None),
+        Action::Spread => return Ok(iso.spread(log)),
         Action::Classify(question) => question,
     };
     let Some(res) = &routed.resolution else {
+        if let Some(address) = static_target(iso, question, log) {
+            return address.map(Some);
+        }
         log.cache = Some(CacheLevel::Fallback);
+        log.chosen_by = Some("legacy");
         log.add_error("GITLAB_TOPOLOGY_SERVICE_URL is not set");
         return Ok(None);
     };
@@ -440,11 +582,60 @@ fn target_of<'r>(
         log.add_error(e);
     }
     match &res.classification {
-        None => Ok(None),
-        Some(c) => c
-            .address_for(question.target)
-            .map(|a| a.map(str::to_string)),
+        // The service could not answer and nothing was cached.
+        None => match static_target(iso, question, log) {
+            Some(address) => address.map(Some),
+            None => {
+                log.chosen_by = Some("legacy");
+                Ok(None)
+            }
+        },
+        Some(Classification::NotFound) => {
+            log.chosen_by = Some("legacy");
+            Ok(None)
+        }
+        Some(c) => {
+            log.chosen_by = Some(match res.level {
+                CacheLevel::Memory | CacheLevel::CacheApi => "cache",
+                CacheLevel::Service => "service",
+                CacheLevel::Stale => "stale",
+                CacheLevel::Fallback | CacheLevel::Static => "legacy",
+            });
+            c.address_for(question.target)
+                .map(|a| a.map(str::to_string))
+        }
     }
+}
+
+/// Resolution without the service: a `CELL_ID` or `SESSION_PREFIX` key
+/// naming a cell of `GITLAB_CELLS` goes to that cell (`None`: the key
+/// names no listed cell).
+fn static_target(
+    iso: &Isolate,
+    question: &router_core::ClassifyRequest,
+    log: &mut RequestLog,
+) -> Option<Result<String, RouterError>> {
+    if !matches!(question.kind, ClassifyKind::CellId | ClassifyKind::SessionPrefix) {
+        return None;
+    }
+    let cell = iso
+        .config
+        .cells
+        .named_by(question.kind, question.value.as_deref()?)?;
+    log.cache = Some(CacheLevel::Static);
+    log.chosen_by = Some("static");
+    Some(match question.target {
+        Target::Web => Ok(cell.address.clone()),
+        Target::Registry => cell
+            .registry_address
+            .clone()
+            .ok_or(RouterError::NoRegistryAddress),
+    })
+}
+
+fn log_warn(scope: &str, message: &str) {
+    let line = serde_json::json!({"level": "warn", "scope": scope, "message": message});
+    web_sys::console::error_1(&line.to_string().into());
 }
 
 fn log_error(scope: &str, message: &str) {
@@ -586,11 +777,11 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             Action::Reject { status, message } => {
                 return answer(&log, Answer::text(*status, format!("{message}\n")));
             }
-            Action::Proxy { .. } => {}
+            Action::Proxy { .. } | Action::Spread => {}
         }
     }
     let parts = &incoming.parts;
-    let address = match target_of(routed, &mut log) {
+    let address = match target_of(iso, routed, &mut log) {
         Err(e) => return failed(log, e),
         Ok(address) => address.or_else(|| iso.config.proxy_host.clone()),
     };
@@ -600,6 +791,39 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
     if !iso.allowed.allows(&address) {
         log.upstream = Some(address.clone());
         return failed(log, RouterError::UpstreamNotAllowed(address));
+    }
+    // A listed cell: its circuit decides between forwarding and a fast 503.
+    let mut report = None;
+    if let Some(i) = iso.config.cells.position_of_address(&address) {
+        let cell = &iso.config.cells.cells()[i];
+        log.cell = Some(cell.id);
+        let admission = iso.health.borrow_mut().admit(i, || iso.now_ms());
+        match admission {
+            Admission::Refused { retry_after_secs } => {
+                let why = match iso.health.borrow().circuit(i).and_then(|c| c.opened_by()) {
+                    Some(OpenedBy::Probe) => "the health probe found it down",
+                    _ => "its requests failed",
+                };
+                log.upstream = Some(address.clone());
+                log.chosen_by = Some("circuit_open");
+                return failed(
+                    log,
+                    RouterError::CellUnavailable {
+                        cell: cell.id,
+                        address,
+                        why,
+                        retry_after_secs,
+                    },
+                );
+            }
+            Admission::Forward | Admission::Trial => {
+                report = Some(Report {
+                    cell: i,
+                    always: admission == Admission::Trial,
+                    long_lived: cells::is_long_lived(&parts.path, parts.header("upgrade")),
+                });
+            }
+        }
     }
     let url = forward::upstream_url(
         iso.config.upstream_scheme,
@@ -671,7 +895,8 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             answer: RouterError::UpstreamUnreachable(String::new()).answer(),
             log_error_open: log.error_open("upstream fetch failed: "),
         },
-        log: log_plan(&iso.config, &log, js_sys::Math::random),
+        log: log_plan(&iso.config, &log, iso.random),
+        report,
     }))
 }
 
