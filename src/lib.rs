@@ -864,7 +864,12 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             X_FORWARDED_PROTO.to_string(),
             incoming.public_proto.to_string(),
         ),
-        (RULE_ACTION_HEADER.to_string(), log.action.to_string()),
+        // A spread rule proxies without classifying: cells know the
+        // header's values `classify` and `proxy` only.
+        (
+            RULE_ACTION_HEADER.to_string(),
+            if log.action == "spread" { "proxy" } else { log.action }.to_string(),
+        ),
     ];
     if let Some(rule_type) = rule_type {
         set.push((RULE_TYPE_HEADER.to_string(), rule_type.to_string()));
@@ -909,7 +914,7 @@ mod tests {
 
     fn isolate_with(vars: &[(&str, &str)]) -> (Isolate, Vec<String>) {
         let errors = RefCell::new(Vec::new());
-        let iso = Isolate::from_lookup(
+        let mut iso = Isolate::from_lookup(
             |name| {
                 vars.iter()
                     .find(|(n, _)| *n == name)
@@ -917,6 +922,8 @@ mod tests {
             },
             |scope, message| errors.borrow_mut().push(format!("{scope}: {message}")),
         );
+        iso.now = || 1_000_000.0;
+        iso.random = || 0.5;
         (iso, errors.into_inner())
     }
 
@@ -976,7 +983,7 @@ mod tests {
         );
         let req = incoming(
             &iso,
-            "https://gitlab.com/users/sign_in?x=1",
+            "https://gitlab.com/help?x=1",
             &[
                 ("cf-connecting-ip", "203.0.113.7"),
                 ("connection", "close, x-secret"),
@@ -987,7 +994,7 @@ mod tests {
         );
         let routed = decided(&iso, &req);
         let f = forward_of(plan(&iso, &req, Some(&routed)));
-        assert_eq!(f.url, "http://legacy.example:8080/users/sign_in?x=1");
+        assert_eq!(f.url, "http://legacy.example:8080/help?x=1");
         let set: Vec<(&str, &str)> = f
             .set
             .iter()
@@ -1133,6 +1140,145 @@ mod tests {
             f.log.tail
         );
         assert_eq!(f.log.min_status, 0, "notable: written whatever the status");
+    }
+
+    const CELLS: &[(&str, &str)] = &[
+        ("GITLAB_RULES_CONFIG", "cells"),
+        ("GITLAB_PROXY_HOST", "legacy.example:8080"),
+        ("GITLAB_UPSTREAM_SCHEME", "http"),
+        (
+            "GITLAB_CELLS",
+            r#"[{"id": 1, "address": "legacy.example:8080"},
+                {"id": 2, "address": "cell2.example", "registry_address": "registry2.example"},
+                {"id": 3, "address": "cell3.example"}]"#,
+        ),
+        ("GITLAB_CELL_FAILURES", "3"),
+    ];
+
+    /// `req` routed by its rule with the Topology Service failing and
+    /// nothing cached.
+    fn service_down<'a>(iso: &'a Isolate, req: &Incoming) -> Routed<'a> {
+        use router_core::resolve::Resolution;
+        Routed {
+            decision: iso.ruleset.as_ref().unwrap().decide(&req.parts),
+            resolution: Some(Resolution {
+                classification: None,
+                level: CacheLevel::Fallback,
+                attempts: 3,
+                service_ms: Some(900),
+                coalesced: false,
+                error: Some(RouterError::TopologyTimeout(300)),
+            }),
+            fell_through: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn listed_cells_are_allowed_upstreams() {
+        let (iso, errors) = isolate_with(CELLS);
+        assert!(errors.iter().all(|e| !e.contains("GITLAB_CELLS")), "{errors:?}");
+        assert!(iso.allowed.allows("cell3.example"));
+        assert!(iso.allowed.allows("registry2.example"));
+        assert!(!iso.allowed.allows("cell4.example"));
+    }
+
+    #[test]
+    fn without_the_service_a_listed_session_prefix_reaches_its_cell() {
+        let (iso, _) = isolate_with(CELLS);
+        let cookie = format!("_gitlab_session=cell-2-{}", "0a".repeat(16));
+        let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+        let f = forward_of(plan(&iso, &req, Some(&service_down(&iso, &req))));
+        assert_eq!(f.url, "http://cell2.example/dashboard");
+        assert!(f.log.head.contains(r#""cache":"static""#), "{}", f.log.head);
+        assert!(
+            f.log.head.contains(r#""cell":2,"chosen_by":"static""#),
+            "{}",
+            f.log.head
+        );
+        assert!(f.log.tail.contains("timed out"), "{}", f.log.tail);
+        assert_eq!(f.report.map(|r| r.cell), Some(1));
+
+        // A prefix no listed cell has: the legacy cell, as before.
+        let cookie = format!("_gitlab_session=cell-9-{}", "0a".repeat(16));
+        let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+        let f = forward_of(plan(&iso, &req, Some(&service_down(&iso, &req))));
+        assert_eq!(f.url, "http://legacy.example:8080/dashboard");
+        assert!(f.log.head.contains(r#""cache":"fallback""#), "{}", f.log.head);
+        assert!(f.log.head.contains(r#""chosen_by":"legacy""#), "{}", f.log.head);
+    }
+
+    #[test]
+    fn an_open_circuit_answers_503_at_once_naming_the_cell() {
+        let (iso, _) = isolate_with(CELLS);
+        let cookie = format!("_gitlab_session=cell-3-{}", "0a".repeat(16));
+        let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+        for _ in 0..3 {
+            cell_outcome_for(&iso, 2, 0);
+        }
+        match plan(&iso, &req, Some(&service_down(&iso, &req))) {
+            Plan::Answer { answer, log } => {
+                assert_eq!(answer.status, 503);
+                assert!(
+                    answer
+                        .headers
+                        .contains(&("retry-after".to_string(), "10".to_string())),
+                    "{answer:?}"
+                );
+                let log = log.unwrap();
+                assert_eq!(log.min_status, 0);
+                assert!(log.head.contains(r#""cell":3,"chosen_by":"circuit_open""#), "{}", log.head);
+                assert!(
+                    log.tail.contains("cell 3 (cell3.example) unavailable: circuit open (its requests failed)"),
+                    "{}",
+                    log.tail
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Other cells are untouched.
+        let cookie = format!("_gitlab_session=cell-2-{}", "0a".repeat(16));
+        let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+        forward_of(plan(&iso, &req, Some(&service_down(&iso, &req))));
+    }
+
+    /// What `cellOutcome` does, without the thread-local isolate.
+    fn cell_outcome_for(iso: &Isolate, cell: usize, status: u16) {
+        let failed = cells::is_failure(status, 1, false);
+        iso.health.borrow_mut().record(cell, failed, iso.now_ms());
+    }
+
+    #[test]
+    fn sign_in_is_spread_over_the_cells_whose_circuit_is_closed() {
+        let (mut iso, _) = isolate_with(CELLS);
+        let req = incoming(&iso, "https://gitlab.com/users/sign_in", &[]);
+        let mut seen = Vec::new();
+        for random in [|| 0.1, || 0.5, || 0.9] {
+            iso.random = random;
+            let routed = decided(&iso, &req);
+            let f = forward_of(plan(&iso, &req, Some(&routed)));
+            assert!(f.log.head.contains(r#""chosen_by":"spread""#), "{}", f.log.head);
+            seen.push(f.url);
+        }
+        assert_eq!(
+            seen,
+            [
+                "http://legacy.example:8080/users/sign_in",
+                "http://cell2.example/users/sign_in",
+                "http://cell3.example/users/sign_in"
+            ]
+        );
+        // Every cell failing: the legacy cell, with an error.
+        for cell in 0..3 {
+            for _ in 0..3 {
+                cell_outcome_for(&iso, cell, 503);
+            }
+        }
+        let routed = decided(&iso, &req);
+        match plan(&iso, &req, Some(&routed)) {
+            // The legacy cell is listed too: its circuit answers.
+            Plan::Answer { answer, .. } => assert_eq!(answer.status, 503),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
