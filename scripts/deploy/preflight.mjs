@@ -6,6 +6,7 @@ import path from "node:path";
 import { ChangeLockError, evaluateChangeLock, formatTime, parseNow, readChangeLock } from "./change-lock.mjs";
 import { EXIT, fail, say, warn } from "./log.mjs";
 import { quoteWords } from "./shell-words.mjs";
+import { cellsProblems } from "./cells.mjs";
 
 const REQUIRED_VARS = ["GITLAB_TOPOLOGY_SERVICE_URL", "GITLAB_PROXY_HOST"];
 
@@ -44,6 +45,13 @@ export async function validateRulesets(settings, config, env) {
   }
   for (const name of REQUIRED_VARS) {
     if (env.vars[name] === undefined) fail(EXIT.FAILED, `[env.${env.key}.vars] in ${config.file} does not set ${name}`);
+  }
+  if (env.vars.GITLAB_CELLS !== undefined) {
+    const problems = cellsProblems(String(env.vars.GITLAB_CELLS));
+    if (problems.length > 0) {
+      fail(EXIT.FAILED, `GITLAB_CELLS in [env.${env.key}.vars] of ${config.file} is invalid; nothing was deployed:\n  ${problems.join("\n  ")}`);
+    }
+    say(`GITLAB_CELLS lists ${JSON.parse(env.vars.GITLAB_CELLS).length} cells`);
   }
   say(`validating the rulesets (${quoteWords([...settings.rulesctl, "validate"])}); ${env.key} uses ${ruleset}`);
   const [cmd, ...args] = settings.rulesctl;

@@ -333,6 +333,21 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.equal(api.requests.length, 0);
   });
 
+  test("an invalid GITLAB_CELLS is refused before any API call", async (t) => {
+    const { api, project } = await setup(t);
+    const config = fs
+      .readFileSync(project.config, "utf8")
+      .replace(/(\[env\.staging\.vars\]\n)/, `$1GITLAB_CELLS = '[{"id":2,"address":"https://cell-2.example/"},{"id":2,"address":"cell-3.example","health_path":"health"}]'\n`);
+    fs.writeFileSync(project.config, config);
+    const r = await runDeploy([ENV], project.env(api));
+    assert.equal(r.code, 1, explain(r));
+    assert.match(r.stderr, /GITLAB_CELLS in \[env\.staging\.vars\].*invalid/);
+    assert.match(r.stderr, /entry 1 \(cell 2\): address: "https:\/\/cell-2\.example\/": expected host\[:port\] only/);
+    assert.match(r.stderr, /entry 2 \(cell 2\): health_path "health"/);
+    assert.match(r.stderr, /entry 2 \(cell 2\): id 2 is already listed/);
+    assert.equal(api.requests.length, 0);
+  });
+
   test("a ruleset name that is not in rules/ is refused", async (t) => {
     const { api, project } = await setup(t);
     const config = fs.readFileSync(project.config, "utf8").replace(/(\[env\.staging\.vars\]\nGITLAB_RULES_CONFIG = )"[^"]+"/, '$1"no_such_ruleset"');

@@ -54,6 +54,9 @@ pub struct CellState {
     websocket_closes: Mutex<VecDeque<Value>>,
     /// Repositories served over Git smart HTTP, if any.
     git: Option<Arc<GitRepos>>,
+    /// `GET /-/readiness` answered (the router's health probe; not counted
+    /// in `requests`).
+    health_probes: AtomicU64,
 }
 
 /// Counts one HTTP request in flight; dropped without [`InFlight::answered`]
@@ -109,6 +112,7 @@ pub fn serve(id: String, listener: TcpListener, git: Option<Arc<GitRepos>>) {
         websockets_open: AtomicU64::new(0),
         websocket_closes: Mutex::new(VecDeque::new()),
         git,
+        health_probes: AtomicU64::new(0),
     });
     crate::http::spawn_accept_loop(listener, move |req, peer| handle(state.clone(), req, peer));
 }
@@ -204,7 +208,14 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
                 "responses_cut": state.responses_cut.load(Ordering::SeqCst),
                 "websockets_open": state.websockets_open.load(Ordering::SeqCst),
                 "websocket_closes": *state.websocket_closes.lock().unwrap(),
+                "health_probes": state.health_probes.load(Ordering::SeqCst),
             });
+            return with_cell_header(&state, json_response(StatusCode::OK, &body));
+        }
+        // The router's scheduled health probe (GITLAB_CELLS health_path).
+        (&Method::GET, "/-/readiness") => {
+            state.health_probes.fetch_add(1, Ordering::SeqCst);
+            let body = json!({"status": "ok", "cell": state.id});
             return with_cell_header(&state, json_response(StatusCode::OK, &body));
         }
         (&Method::POST, "/_stats/reset") => {
@@ -328,6 +339,21 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
         )
     };
     *resp.status_mut() = controls.status;
+    // Like a cell of GitLab: the sign-in form starts a session whose cookie
+    // names the cell, so the router's session rule sends the form's POST
+    // back here.
+    if method == "GET" && path == "/users/sign_in" {
+        let n = state.requests.load(Ordering::SeqCst);
+        let secret = hex::encode(Sha256::digest(format!("{}-{n}", state.id)));
+        let cookie = format!(
+            "_gitlab_session=cell-{}-{}; path=/; HttpOnly",
+            state.id,
+            &secret[..32]
+        );
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            resp.headers_mut().append("set-cookie", v);
+        }
+    }
     if let Some(loc) = controls.location {
         resp.headers_mut().insert("location", loc);
     }

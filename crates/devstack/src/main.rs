@@ -24,6 +24,10 @@ usage:
   devstack cell --id ID [--listen ADDR]
   devstack up --config FILE [--listen ADDR] [--admin-listen ADDR] [--faults JSON]
   devstack sink [--listen ADDR]
+  devstack cells --config FILE
+
+`cells` prints the router's GITLAB_CELLS for the config's cells (one JSON
+line: id, address, registry_address, session_prefix, health_path) and exits.
 
 Every server prints one JSON ready line to stdout once it listens, e.g.
   {\"ready\":\"topology\",\"addr\":\"127.0.0.1:9096\",\"admin\":\"127.0.0.1:40001\"}
@@ -84,6 +88,16 @@ fn main() {
             print!("{USAGE}");
             std::process::exit(if argv.is_empty() { 2 } else { 0 });
         }
+        Some("cells") => match cells_var(&argv[1..]) {
+            Ok(line) => {
+                println!("{line}");
+                std::process::exit(0);
+            }
+            Err(e) => {
+                eprintln!("devstack: {e}");
+                std::process::exit(2);
+            }
+        },
         _ => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -183,6 +197,36 @@ async fn start(cmd: &str, rest: &[String], git: &mut Vec<Arc<GitRepos>>) -> Resu
         other => return Err(format!("unknown subcommand {other:?}\n{USAGE}")),
     }
     Ok(())
+}
+
+/// The router's `GITLAB_CELLS` for a Topology Service config: every cell
+/// at its `address` (else its `listen` address), probed at `/-/readiness`
+/// (the demo cell's health path).
+fn cells_var(rest: &[String]) -> Result<String, String> {
+    let args = Args::parse(rest, &["config"])?;
+    let cfg = Config::load(args.require("config")?)?;
+    let cells = cfg
+        .cells
+        .iter()
+        .map(|c| {
+            let address = c
+                .address
+                .clone()
+                .or_else(|| c.listen.clone())
+                .ok_or_else(|| format!("cell {}: neither address nor listen", c.id))?;
+            let mut cell = json!({
+                "id": c.id,
+                "address": address,
+                "session_prefix": c.session_prefix(),
+                "health_path": "/-/readiness",
+            });
+            if let Some(registry) = &c.registry_address {
+                cell["registry_address"] = json!(registry);
+            }
+            Ok(cell)
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(serde_json::Value::Array(cells).to_string())
 }
 
 async fn start_topology(cfg: &Config, dir: Directory, args: &Args) -> Result<(), String> {
