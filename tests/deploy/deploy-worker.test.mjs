@@ -337,7 +337,8 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     const { api, project } = await setup(t);
     const config = fs
       .readFileSync(project.config, "utf8")
-      .replace(/(\[env\.staging\.vars\]\n)/, `$1GITLAB_CELLS = '[{"id":2,"address":"https://cell-2.example/"},{"id":2,"address":"cell-3.example","health_path":"health"}]'\n`);
+      .replace(/(\[env\.staging\.vars\]\n(?:.*\n)*?)GITLAB_CELLS = .*\n/, `$1GITLAB_CELLS = '[{"id":2,"address":"https://cell-2.example/"},{"id":2,"address":"cell-3.example","health_path":"health"}]'\n`);
+    assert.match(config, /cell-3\.example/, "the staging list was replaced");
     fs.writeFileSync(project.config, config);
     const r = await runDeploy([ENV], project.env(api));
     assert.equal(r.code, 1, explain(r));
