@@ -29,6 +29,16 @@ for _ in $(seq 50); do
 done
 cat "$stack_out"
 
+# [env.dev.vars] GITLAB_CELLS must list the cells devstack just started.
+cells=$(target/debug/devstack cells --config devstack/topology.toml)
+node --input-type=module -e '
+  const { readWranglerConfig } = await import("./scripts/deploy/wrangler-config.mjs");
+  const shipped = JSON.parse(readWranglerConfig("wrangler.toml").environment("dev").vars.GITLAB_CELLS ?? "[]");
+  const wanted = JSON.parse(process.argv[1]);
+  const key = (l) => JSON.stringify(l.map((c) => [c.id, c.address, c.registry_address, c.session_prefix, c.health_path]));
+  if (key(shipped) !== key(wanted)) console.error("warning: [env.dev.vars] GITLAB_CELLS differs from devstack/topology.toml; want:\n" + process.argv[1]);
+' "$cells" || true
+
 token=$(cargo run -q --bin rulesctl -- token --cell 2 2>/dev/null || true)
 cat <<MSG
 
@@ -41,10 +51,12 @@ Try:
   git clone http://127.0.0.1:8787/cell2-group/demo.git /tmp/demo   # a real Git repository on cell 2, through the router
   curl -s -X POST -d '{"type":"SESSION_PREFIX","value":"cell-3"}' http://127.0.0.1:9096/v1/classify      # ask the Topology Service
   curl -s http://127.0.0.1:9096/_stats                         # classify calls it received
+  curl -si http://127.0.0.1:8787/users/sign_in | grep -i -e set-cookie -e x-demo-cell   # spread over the healthy cells
+  curl -s "http://127.0.0.1:8787/__scheduled?cron=*+*+*+*+*"   # run the cell health probe now (its summary is in the log)
 ${token:+  curl -s -H 'PRIVATE-TOKEN: $token' http://127.0.0.1:8787/api/v4/user   # routable token for cell 2}
 Each cell answers with a JSON echo of what it received (cell id, path, headers).
 Ctrl-C stops everything.
 
 MSG
 
-node_modules/.bin/wrangler dev --env dev --ip 127.0.0.1 --port 8787
+node_modules/.bin/wrangler dev --env dev --ip 127.0.0.1 --port 8787 --test-scheduled

@@ -3,6 +3,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
+import fs from "node:fs";
+import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { cellsProblems } from "../../scripts/deploy/cells.mjs";
 import { readWranglerConfig } from "../../scripts/deploy/wrangler-config.mjs";
@@ -49,4 +51,14 @@ test("every environment of the shipped wrangler.toml that lists cells lists them
     assert.deepEqual(cellsProblems(cells), [], name);
   }
   assert.ok(listed >= 3, "dev, staging and production list their cells");
+});
+
+test("the dev stack's list is what `devstack cells` prints for devstack/topology.toml", (t) => {
+  const devstack = path.join(ROOT, "target", "debug", "devstack");
+  if (!fs.existsSync(devstack)) return t.skip("target/debug/devstack is not built");
+  const printed = JSON.parse(execFileSync(devstack, ["cells", "--config", path.join(ROOT, "devstack", "topology.toml")], { encoding: "utf8" }));
+  const shipped = JSON.parse(readWranglerConfig(path.join(ROOT, "wrangler.toml")).environment("dev").vars.GITLAB_CELLS);
+  const key = (list) => list.map((c) => [c.id, c.address, c.registry_address, c.session_prefix, c.health_path]);
+  assert.deepEqual(key(shipped), key(printed));
+  assert.deepEqual(cellsProblems(JSON.stringify(printed)), []);
 });
