@@ -34,7 +34,7 @@ const CELLS_KINDS: &[(&str, u32, &str)] = &[
     ("session_dashboard", 25, "session_cookie"),
     ("token_api_user", 15, "private_token"),
     ("runner_job_request", 5, "runner_token"),
-    ("sign_in_page", 10, "legacy"),
+    ("sign_in_page", 10, "sign_in_spread"),
 ];
 
 /// (kind, weight in the mix, rule expected to decide).
