@@ -271,7 +271,10 @@ pub async fn probe_cells(list: &CellList, scheme: &str, timeout_ms: u32) -> Heal
         .iter()
         .map(|cell| {
             let url = format!("{scheme}://{}{}", cell.address, cell.health_path);
-            (cell.id, probe_request(&url, timeout_ms).map(|r| global_fetch(&r)))
+            (
+                cell.id,
+                probe_request(&url, timeout_ms).map(|r| global_fetch(&r)),
+            )
         })
         .collect();
     let mut cells = Vec::with_capacity(pending.len());

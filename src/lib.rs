@@ -37,8 +37,8 @@ use router_core::resolve::{CacheLevel, Resolver};
 use router_core::route::{self, Pending, Routed};
 use router_core::ruleset::HeaderInterest;
 use router_core::signing::{SignedRequest, SIGNATURE_HEADER};
-use router_core::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER};
 use router_core::topology::Classification;
+use router_core::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER};
 use router_core::{Action, ClassifyKind, RequestParts, RouterError, Ruleset, Target};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -262,10 +262,7 @@ impl Isolate {
 
     /// A cell for a spread rule (its address), or `None`: the legacy cell.
     fn spread(&self, log: &mut RequestLog) -> Option<String> {
-        let chosen = self
-            .health
-            .borrow()
-            .choose((self.random)(), self.now_ms());
+        let chosen = self.health.borrow().choose((self.random)(), self.now_ms());
         match chosen {
             Some(i) => {
                 log.chosen_by = Some("spread");
@@ -274,7 +271,9 @@ impl Isolate {
             None => {
                 log.chosen_by = Some("legacy");
                 if !self.config.cells.is_empty() {
-                    log.add_error("spread: no healthy cell in GITLAB_CELLS; the legacy cell serves it");
+                    log.add_error(
+                        "spread: no healthy cell in GITLAB_CELLS; the legacy cell serves it",
+                    );
                 }
                 None
             }
@@ -394,7 +393,10 @@ pub fn cell_outcome(report: &str, status: u16, elapsed_ms: f64) {
 pub async fn router_scheduled(env: Env) {
     let iso = isolate(&env);
     if iso.config.cells.is_empty() {
-        log_warn("cell-health", "GITLAB_CELLS lists no cell: nothing to probe");
+        log_warn(
+            "cell-health",
+            "GITLAB_CELLS lists no cell: nothing to probe",
+        );
         return;
     }
     let record = io::probe_cells(
@@ -615,7 +617,10 @@ fn static_target(
     question: &router_core::ClassifyRequest,
     log: &mut RequestLog,
 ) -> Option<Result<String, RouterError>> {
-    if !matches!(question.kind, ClassifyKind::CellId | ClassifyKind::SessionPrefix) {
+    if !matches!(
+        question.kind,
+        ClassifyKind::CellId | ClassifyKind::SessionPrefix
+    ) {
         return None;
     }
     let cell = iso
@@ -868,7 +873,12 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
         // header's values `classify` and `proxy` only.
         (
             RULE_ACTION_HEADER.to_string(),
-            if log.action == "spread" { "proxy" } else { log.action }.to_string(),
+            if log.action == "spread" {
+                "proxy"
+            } else {
+                log.action
+            }
+            .to_string(),
         ),
     ];
     if let Some(rule_type) = rule_type {
@@ -1176,7 +1186,10 @@ mod tests {
     #[test]
     fn listed_cells_are_allowed_upstreams() {
         let (iso, errors) = isolate_with(CELLS);
-        assert!(errors.iter().all(|e| !e.contains("GITLAB_CELLS")), "{errors:?}");
+        assert!(
+            errors.iter().all(|e| !e.contains("GITLAB_CELLS")),
+            "{errors:?}"
+        );
         assert!(iso.allowed.allows("cell3.example"));
         assert!(iso.allowed.allows("registry2.example"));
         assert!(!iso.allowed.allows("cell4.example"));
@@ -1203,8 +1216,16 @@ mod tests {
         let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
         let f = forward_of(plan(&iso, &req, Some(&service_down(&iso, &req))));
         assert_eq!(f.url, "http://legacy.example:8080/dashboard");
-        assert!(f.log.head.contains(r#""cache":"fallback""#), "{}", f.log.head);
-        assert!(f.log.head.contains(r#""chosen_by":"legacy""#), "{}", f.log.head);
+        assert!(
+            f.log.head.contains(r#""cache":"fallback""#),
+            "{}",
+            f.log.head
+        );
+        assert!(
+            f.log.head.contains(r#""chosen_by":"legacy""#),
+            "{}",
+            f.log.head
+        );
     }
 
     #[test]
@@ -1226,9 +1247,15 @@ mod tests {
                 );
                 let log = log.unwrap();
                 assert_eq!(log.min_status, 0);
-                assert!(log.head.contains(r#""cell":3,"chosen_by":"circuit_open""#), "{}", log.head);
                 assert!(
-                    log.tail.contains("cell 3 (cell3.example) unavailable: circuit open (its requests failed)"),
+                    log.head.contains(r#""cell":3,"chosen_by":"circuit_open""#),
+                    "{}",
+                    log.head
+                );
+                assert!(
+                    log.tail.contains(
+                        "cell 3 (cell3.example) unavailable: circuit open (its requests failed)"
+                    ),
                     "{}",
                     log.tail
                 );
@@ -1256,7 +1283,11 @@ mod tests {
             iso.random = random;
             let routed = decided(&iso, &req);
             let f = forward_of(plan(&iso, &req, Some(&routed)));
-            assert!(f.log.head.contains(r#""chosen_by":"spread""#), "{}", f.log.head);
+            assert!(
+                f.log.head.contains(r#""chosen_by":"spread""#),
+                "{}",
+                f.log.head
+            );
             seen.push(f.url);
         }
         assert_eq!(

@@ -125,9 +125,9 @@ impl CellList {
 
     /// The position of the cell whose web or registry address is `address`.
     pub fn position_of_address(&self, address: &str) -> Option<usize> {
-        self.cells.iter().position(|c| {
-            c.address == address || c.registry_address.as_deref() == Some(address)
-        })
+        self.cells
+            .iter()
+            .position(|c| c.address == address || c.registry_address.as_deref() == Some(address))
     }
 
     /// The listed cell a `CELL_ID` or `SESSION_PREFIX` key names, for when
@@ -163,8 +163,7 @@ impl Cell {
         .ok_or_else(|| format!("id {}: not a non-negative integer", spec.id))?;
         validate_address(&spec.address).map_err(|e| format!("cell {id}: address: {e}"))?;
         if let Some(registry) = &spec.registry_address {
-            validate_address(registry)
-                .map_err(|e| format!("cell {id}: registry_address: {e}"))?;
+            validate_address(registry).map_err(|e| format!("cell {id}: registry_address: {e}"))?;
         }
         let session_prefix = spec.session_prefix.unwrap_or_else(|| format!("cell-{id}"));
         if session_prefix.is_empty()
@@ -231,7 +230,9 @@ pub enum Admission {
     /// is, must be reported.
     Trial,
     /// Open: answer 503 now, with this `Retry-After`.
-    Refused { retry_after_secs: u32 },
+    Refused {
+        retry_after_secs: u32,
+    },
 }
 
 /// Why a circuit opened (for the log line).
@@ -600,7 +601,10 @@ mod tests {
         assert_eq!(l.len(), 1, "{problems:#?}");
         assert_eq!(problems.len(), 10, "{problems:#?}");
         assert!(problems[0].starts_with("entry 2: id -1"), "{problems:?}");
-        assert!(problems[5].contains("id 1 is already listed"), "{problems:?}");
+        assert!(
+            problems[5].contains("id 1 is already listed"),
+            "{problems:?}"
+        );
         assert!(problems[8].contains("unknown field"), "{problems:?}");
         for bad in ["", "{}", "[1]", "nope"] {
             assert!(CellList::check(bad).is_err(), "{bad:?}");
@@ -738,8 +742,7 @@ mod tests {
         assert!(h.circuit(1).unwrap().is_closed());
         // It reads back as written; the summary names the cells down.
         let r = record(9, &[2, 3]);
-        let back: HealthRecord =
-            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        let back: HealthRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
         let line: Value = serde_json::from_str(&r.summary_line(&l)).unwrap();
         assert_eq!(line["down"], serde_json::json!([2, 3]));

@@ -582,7 +582,9 @@ mod tests {
         );
         let (c, problems) = read(&[("GITLAB_PROXY_HOST", "legacy"), ("GITLAB_CELLS", "{")]);
         assert!(c.cells.is_empty());
-        assert!(problems.iter().any(|p| p.starts_with("GITLAB_CELLS: not JSON")));
+        assert!(problems
+            .iter()
+            .any(|p| p.starts_with("GITLAB_CELLS: not JSON")));
     }
 
     #[test]

@@ -434,7 +434,12 @@ mod tests {
         for text in ["", "F", "X\0a", "A\0nope\0\0\0", "F\0a\0b"] {
             assert_eq!(Plan::decode(text), None, "{text:?}");
         }
-        for text in ["x\u{1}1\u{1}0", "a\u{1}\u{1}0", "a\u{1}1\u{1}2", "a\u{1}1\u{1}0\u{1}"] {
+        for text in [
+            "x\u{1}1\u{1}0",
+            "a\u{1}\u{1}0",
+            "a\u{1}1\u{1}2",
+            "a\u{1}1\u{1}0\u{1}",
+        ] {
             assert_eq!(Report::decode(text), None, "{text:?}");
         }
     }
