@@ -88,8 +88,10 @@ describe("classification cache", () => {
       assert.ok(viaMemory && viaService, JSON.stringify(requestLogs(stack)));
       assert.equal(viaMemory.request_id, b.headers["x-request-id"]);
       assert.equal(viaService.traceparent, a.headers.traceparent);
-      const routing = ({ cache, duration_ms, service_ms, attempts, request_id, traceparent, ...rest }) => rest;
-      assert.deepEqual(routing(viaMemory), routing(viaService), "the same log fields apart from the cache level and timings");
+      const routing = ({ cache, chosen_by, duration_ms, service_ms, attempts, request_id, traceparent, ...rest }) => rest;
+      assert.deepEqual(routing(viaMemory), routing(viaService), "the same log fields apart from the cache level, why, and timings");
+      assert.equal(viaMemory.chosen_by, "cache");
+      assert.equal(viaService.chosen_by, "service");
       assert.equal(viaMemory.status, 200);
       assert.equal(typeof viaMemory.duration_ms, "number");
     } finally {
