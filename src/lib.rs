@@ -112,7 +112,7 @@ impl Isolate {
             .and_then(|m| js_sys::Reflect::get(&m, &"id".into()).ok())
             .and_then(|id| id.as_string())
             .filter(|id| !id.is_empty());
-        iso.controls = js_sys::Reflect::get(&env, &control::BINDING.into())
+        iso.controls = js_sys::Reflect::get(env, &control::BINDING.into())
             .ok()
             .and_then(|binding| control::Controls::new(binding, iso.config.control_refresh_secs));
         iso
@@ -909,6 +909,79 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_write_during_an_outage_is_refused_with_retry_after_and_a_read_falls_back() {
+        use router_core::resolve::Resolution;
+        let (iso, _) = isolate_with(&[
+            ("GITLAB_RULES_CONFIG", "container_registry"),
+            ("GITLAB_PROXY_HOST", "registry.example"),
+            ("GITLAB_TOPOLOGY_BREAKER_OPEN_MS", "2500"),
+        ]);
+        let outage = Resolution {
+            classification: None,
+            level: CacheLevel::Fallback,
+            attempts: 1,
+            service_ms: Some(3),
+            coalesced: false,
+            error: Some(RouterError::TopologyUnreachable("refused".into())),
+        };
+        let mut push = incoming(
+            &iso,
+            "https://registry.gitlab.com/v2/group/app/blobs/uploads/",
+            &[],
+        );
+        push.parts.method = "POST".into();
+        let routed = Routed {
+            resolution: Some(outage.clone()),
+            ..decided(&iso, &push)
+        };
+        assert_eq!(routed.decision.rule_id, Some("registry_repository_write"));
+        match plan(&iso, &push, Some(&routed)) {
+            Plan::Answer { answer, log } => {
+                assert_eq!(answer.status, 503);
+                assert!(answer
+                    .headers
+                    .contains(&("retry-after".to_string(), "3".to_string())));
+                assert!(
+                    answer.body.contains(r#""code":"UNAVAILABLE""#),
+                    "{}",
+                    answer.body
+                );
+                let log = log.expect("logged");
+                assert!(log.head.contains(r#""cache":"fallback""#), "{}", log.head);
+                assert!(
+                    log.tail.contains("refused; topology service unavailable"),
+                    "{}",
+                    log.tail
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same with a stale entry, or a read: forwarded as before.
+        let stale = Routed {
+            resolution: Some(Resolution {
+                level: CacheLevel::Stale,
+                classification: Some(router_core::topology::Classification::NotFound),
+                ..outage.clone()
+            }),
+            ..decided(&iso, &push)
+        };
+        assert!(!stale.unavailable());
+        let pull = incoming(
+            &iso,
+            "https://registry.gitlab.com/v2/group/app/manifests/latest",
+            &[],
+        );
+        let routed = Routed {
+            resolution: Some(outage),
+            ..decided(&iso, &pull)
+        };
+        assert_eq!(
+            forward_of(plan(&iso, &pull, Some(&routed))).url,
+            "https://registry.example/v2/group/app/manifests/latest"
+        );
     }
 
     #[test]

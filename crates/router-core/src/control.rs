@@ -233,12 +233,14 @@ impl ControlState {
                     }
                 }
             },
-            ReadOutcome::Failed(why) => return Applied {
-                problem: Some(format!(
+            ReadOutcome::Failed(why) => {
+                return Applied {
+                    problem: Some(format!(
                     "reading the control document failed: {why}; keeping the last known document"
                 )),
-                ..Applied::default()
-            },
+                    ..Applied::default()
+                }
+            }
         };
         let applied = Applied {
             changed: next != self.current,

@@ -129,7 +129,7 @@ impl Ruleset {
     /// other rule again; returns the ids that name no rule of this ruleset.
     pub fn set_disabled(&self, ids: &[String]) -> Vec<String> {
         for (rule, off) in self.rules.iter().zip(&self.disabled) {
-            let skip = ids.iter().any(|id| *id == rule.id);
+            let skip = ids.contains(&rule.id);
             off.store(skip, std::sync::atomic::Ordering::Relaxed);
         }
         ids.iter()
