@@ -43,6 +43,7 @@ pub mod vars {
     pub const CELL_HEALTH_REFRESH_MS: &str = "GITLAB_CELL_HEALTH_REFRESH_MS";
     pub const CELL_HEALTH_MAX_AGE_SECONDS: &str = "GITLAB_CELL_HEALTH_MAX_AGE_SECONDS";
     pub const CELL_PROBE_TIMEOUT_MS: &str = "GITLAB_CELL_PROBE_TIMEOUT_MS";
+    pub const CONTROL_REFRESH: &str = "GITLAB_CONTROL_REFRESH_SECONDS";
 }
 
 /// Which requests get a log line.
@@ -74,7 +75,16 @@ impl RequestLogging {
         }
     }
 
-    fn parse(value: &str) -> Option<RequestLogging> {
+    /// How the setting reads in a log line (a share in millionths).
+    pub fn name(self) -> String {
+        match self {
+            RequestLogging::All => "all".into(),
+            RequestLogging::Errors => "errors".into(),
+            RequestLogging::Sample { per_million } => format!("sample ({per_million} per million)"),
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<RequestLogging> {
         match value {
             "all" => Some(RequestLogging::All),
             "errors" => Some(RequestLogging::Errors),
@@ -148,7 +158,13 @@ pub struct Config {
     pub health_max_age_secs: u32,
     /// Per probe of a cell's health URL.
     pub probe_timeout_ms: u32,
+    /// How often an isolate reads the runtime control document
+    /// ([`crate::control`]), in seconds.
+    pub control_refresh_secs: u32,
 }
+
+/// The control document's default refresh interval.
+pub const DEFAULT_CONTROL_REFRESH_SECS: u32 = 30;
 
 impl Config {
     /// Reads every setting through `lookup`; returns the config and the
@@ -225,6 +241,13 @@ impl Config {
             }
         };
         let defaults = ClientPolicy::default();
+        let control_refresh_secs = number(
+            vars::CONTROL_REFRESH,
+            DEFAULT_CONTROL_REFRESH_SECS,
+            1,
+            3_600,
+        );
+
         let client = ClientPolicy {
             timeout_ms: number(vars::TIMEOUT_MS, defaults.timeout_ms, 10, 30_000),
             retries: number(vars::RETRIES, defaults.retries, 0, 10),
@@ -376,6 +399,7 @@ impl Config {
             health_refresh_ms,
             health_max_age_secs,
             probe_timeout_ms,
+            control_refresh_secs,
         };
         (config, problems)
     }

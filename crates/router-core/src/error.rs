@@ -57,6 +57,12 @@ pub enum RouterError {
         why: &'static str,
         retry_after_secs: u32,
     },
+    /// The service could not answer, nothing was cached, and the rule says
+    /// `onOutage: unavailable`: a wrong cell would be worse than a retry.
+    #[error(
+        "topology service unavailable and the rule does not fall back (onOutage: unavailable)"
+    )]
+    OutageUnavailable,
 }
 
 impl RouterError {
@@ -67,7 +73,8 @@ impl RouterError {
         match self {
             RouterError::SigningUnavailable
             | RouterError::SigningFailed(_)
-            | RouterError::CellUnavailable { .. } => 503,
+            | RouterError::CellUnavailable { .. }
+            | RouterError::OutageUnavailable => 503,
             RouterError::TopologyUnreachable(_)
             | RouterError::TopologyTimeout(_)
             | RouterError::TopologyStatus(_)
@@ -94,6 +101,7 @@ impl RouterError {
             RouterError::NoRegistryAddress => "cell has no registry address for a registry request",
             RouterError::Internal(_) => "internal error",
             RouterError::CellUnavailable { .. } => "cell temporarily unavailable",
+            RouterError::OutageUnavailable => "temporarily unavailable, retry later",
             RouterError::TopologyUnreachable(_)
             | RouterError::TopologyTimeout(_)
             | RouterError::TopologyStatus(_)

@@ -15,6 +15,7 @@ pub mod b64;
 pub mod cells;
 pub mod classify;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod forward;
 pub mod guard;
