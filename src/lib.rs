@@ -253,7 +253,11 @@ impl Isolate {
     /// Whether the scheduled probe's record is due for a read (never
     /// without a cell list).
     fn health_read_due(&self) -> bool {
-        !self.config.cells.is_empty() && self.now_ms() >= self.next_health_read_ms.get()
+        !self.config.cells.is_empty() && self.health_read_due_at(self.now_ms())
+    }
+
+    fn health_read_due_at(&self, now_ms: u64) -> bool {
+        !self.config.cells.is_empty() && now_ms >= self.next_health_read_ms.get()
     }
 
     /// Reads the probe record from the Cache API and applies it; the next
@@ -446,7 +450,10 @@ pub async fn router_scheduled(env: Env) {
 pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<String> {
     let iso = isolate(&env);
     let names = iso.header_names.as_ref()?;
-    if iso.health_read_due() {
+    // One clock read serves both once-per-interval checks (none when
+    // neither is configured).
+    let now = (iso.controls.is_some() || !iso.config.cells.is_empty()).then(|| iso.now_ms());
+    if now.is_some_and(|now| iso.health_read_due_at(now)) {
         // routeAsync reads the probe record first (one request per
         // interval per isolate pays for it).
         return None;
@@ -463,7 +470,7 @@ pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<
     }
     incoming.trace_from_headers();
     if let Some(controls) = &iso.controls {
-        if controls.needs_read(js_sys::Date::now() as u64) {
+        if controls.needs_read(now.unwrap_or_default()) {
             return None;
         }
     }
