@@ -102,7 +102,14 @@ impl Isolate {
                 .ok()
                 .or_else(|| env.secret(name).map(|v| v.to_string()).ok())
         };
-        let mut iso = Isolate::from_lookup(lookup, log_error);
+        let mtls = io::FetchTransport::mtls_binding(env);
+        if mtls.is_some() {
+            let line = serde_json::json!({"level": "info", "scope": "config", "message": format!(
+                "Topology Service calls go through the {} mtls_certificates binding", io::MTLS_BINDING
+            )});
+            web_sys::console::log_1(&line.to_string().into());
+        }
+        let mut iso = Isolate::from_lookup(lookup, log_error, mtls);
         iso.version = js_sys::Reflect::get(env, &VERSION_BINDING.into())
             .ok()
             .filter(|m| m.is_object())
@@ -114,9 +121,11 @@ impl Isolate {
 
     /// The isolate's state from its settings; `log_error(scope, message)`
     /// reports what is wrong with them (never fatal).
+    /// `mtls`: the Topology Service's `mtls_certificates` binding, if any.
     fn from_lookup(
         lookup: impl Fn(&str) -> Option<String>,
         log_error: impl Fn(&str, &str),
+        mtls: Option<JsValue>,
     ) -> Isolate {
         let (config, problems) = Config::from_lookup(lookup);
         for problem in &problems {
@@ -158,12 +167,17 @@ impl Isolate {
                 allowed.allow_exact(address);
             }
         }
-        let resolver = config.topology_url.as_ref().map(|url| {
+        let learning = ruleset.as_ref().is_some_and(Ruleset::uses_learning);
+        let resolver = (config.topology_url.is_some() || learning).then(|| {
             Resolver::new(
                 io::FetchTransport::new(
-                    url,
+                    config.topology_url.as_deref(),
+                    config
+                        .learn_cell()
+                        .map(|cell| format!("{}://{cell}", config.upstream_scheme)),
                     config.client_id.clone(),
                     config.client_secret.clone(),
+                    mtls,
                 ),
                 io::CacheApi::new(&config.cache_namespace()),
                 io::JsPlatform,
@@ -542,6 +556,16 @@ fn failed(mut log: RequestLog, error: RouterError) -> Plan {
 fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>>) -> Plan {
     let mut log = incoming.log(iso);
     let mut rule_type = None;
+    // A classified request (or one a classify rule handed on): a 404 from
+    // its cell may be delayed, so timing does not tell which cell knew
+    // the path. The router's own answers never are.
+    let classified = routed.is_some_and(|r| {
+        matches!(r.decision.action, Action::Classify(_)) || !r.fell_through.is_empty()
+    });
+    let not_found_delay_ms = match iso.config.not_found_delay {
+        Some(range) if classified => range.pick(js_sys::Math::random()),
+        _ => 0,
+    };
     if let Some(d) = routed.map(|r| &r.decision) {
         log.rule = d.rule_id;
         log.action = d.action.name();
@@ -639,6 +663,7 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             log_error_open: log.error_open("upstream fetch failed: "),
         },
         log: log_plan(&iso.config, &log, js_sys::Math::random),
+        not_found_delay_ms,
     }))
 }
 
@@ -658,6 +683,7 @@ mod tests {
                     .map(|(_, v)| v.to_string())
             },
             |scope, message| errors.borrow_mut().push(format!("{scope}: {message}")),
+            None,
         );
         (iso, errors.into_inner())
     }

@@ -6,7 +6,7 @@ use regex::Regex;
 
 use super::model::*;
 use super::Action;
-use crate::classify::ClassifyRequest;
+use crate::classify::{ClassifyKind, ClassifyRequest};
 use crate::request::RequestParts;
 use crate::template::{Scope, Segment};
 use crate::transform::Output;
@@ -188,6 +188,14 @@ impl Rule {
                 status: *status,
                 message,
             },
+            RuleAction::Classify {
+                kind,
+                value,
+                target,
+                ..
+            } if *kind == ClassifyKind::Learn => {
+                Action::Classify(crate::learn::question(&req.method, &req.path, *target))
+            }
             RuleAction::Classify {
                 kind,
                 value,
