@@ -10,15 +10,21 @@ import { readFileSync, readdirSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startDemoStack, request, requestLogs } from "./harness.mjs";
 
-const MIN = 200;
-const MAX = 1000;
+const MIN = 100;
+const MAX = 500;
+// Router 1 holds its 404s longer, so 200 of them surely wait at once.
+const LONG = "2000-3000";
 const MiB = 1024 * 1024;
 let stack;
 
 before(async () => {
-  stack = await startDemoStack({ vars: { GITLAB_NOT_FOUND_DELAY_MS: `${MIN}-${MAX}` } });
+  stack = await startDemoStack({
+    routers: 2,
+    vars: { GITLAB_NOT_FOUND_DELAY_MS: `${MIN}-${MAX}` },
+    routerVars: [{}, { GITLAB_NOT_FOUND_DELAY_MS: LONG }],
+  });
   // Warm: wasm instantiated, cell 2's group classified.
-  for (let i = 0; i < 5; i++) await request(`${stack.url}/cell2-group/warm`);
+  for (const url of stack.urls) for (let i = 0; i < 5; i++) await request(`${url}/cell2-group/warm`);
 });
 
 after(async () => {
@@ -26,10 +32,10 @@ after(async () => {
 });
 
 /** Milliseconds `path` takes through the router, and its status. */
-async function timed(path, headers = {}) {
+async function timed(path, headers = {}, router = 0) {
   const started = performance.now();
   let bytes = 0;
-  const res = await request(`${stack.url}${path}`, { headers, sink: (chunk) => (bytes += chunk.length) });
+  const res = await request(`${stack.urls[router]}${path}`, { headers, sink: (chunk) => (bytes += chunk.length) });
   return { ms: performance.now() - started, status: res.status, cell: res.headers["x-demo-cell"], bytes };
 }
 
@@ -37,10 +43,11 @@ const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q 
 
 test("200 cell 404s for a classified path are delayed, spread over the range", async (t) => {
   const times = [];
-  // 4 rounds of 50 at once: 200 delays in about 4 s.
-  for (let round = 0; round < 4; round++) {
+  // 20 rounds of 10 at once (few enough that queueing on two cores does
+  // not blur the figures): 200 delays in about 6 s.
+  for (let round = 0; round < 20; round++) {
     const batch = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => timed(`/cell2-group/missing-${round}-${i}`, { "x-demo-status": "404" })),
+      Array.from({ length: 10 }, (_, i) => timed(`/cell2-group/missing-${round}-${i}`, { "x-demo-status": "404" })),
     );
     for (const r of batch) {
       assert.equal(r.status, 404);
@@ -63,42 +70,53 @@ test("200 cell 404s for a classified path are delayed, spread over the range", a
   for (const ms of times) buckets[Math.min(7, Math.max(0, Math.floor(((ms - MIN) / (MAX - MIN)) * 8)))]++;
   t.diagnostic(`404 delays (ms, client side) ${JSON.stringify(figures)}; per eighth of the range ${JSON.stringify(buckets)}`);
   // Never shorter than the range's floor (timers may run a little late,
-  // never early), never far past its ceiling.
+  // never early), never far past its ceiling (a loaded machine adds
+  // its queueing on top).
   assert.ok(times[0] >= MIN - 5, `fastest ${times[0]} ms`);
-  assert.ok(times[times.length - 1] <= MAX + 400, `slowest ${times[times.length - 1]} ms`);
-  // Spread: uniform over 200-1000 has quartiles near 400, 600 and 800.
-  assert.ok(figures.p25 < 500, `p25 ${figures.p25}`);
-  assert.ok(figures.p75 > 700, `p75 ${figures.p75}`);
-  assert.ok(figures.p50 > 450 && figures.p50 < 800, `p50 ${figures.p50}`);
-  assert.ok(buckets.filter((b) => b > 0).length >= 7, `buckets ${buckets}`);
+  assert.ok(times[times.length - 1] <= MAX + 500, `slowest ${times[times.length - 1]} ms`);
+  // Spread: uniform over 100-500 has quartiles near 200, 300 and 400, so
+  // half the delays lie in a 200 ms band; one fixed delay would put them
+  // within a few ms of each other.
+  assert.ok(figures.p75 - figures.p25 > 100, `interquartile ${figures.p75 - figures.p25} ms`);
+  assert.ok(figures.p50 > MIN + 100 && figures.p50 < MAX + 200, `p50 ${figures.p50}`);
+  assert.ok(buckets.filter((b) => b > 0).length >= 6, `buckets ${buckets}`);
 });
 
-test("200s, unclassified 404s and the router's own answers are not delayed", async (t) => {
+test("200s, unclassified 404s and other statuses are not delayed", async (t) => {
   const ok = [];
-  for (let round = 0; round < 4; round++) {
-    const batch = await Promise.all(Array.from({ length: 50 }, (_, i) => timed(`/cell2-group/found-${round}-${i}`)));
+  for (let round = 0; round < 20; round++) {
+    const batch = await Promise.all(Array.from({ length: 10 }, (_, i) => timed(`/cell2-group/found-${round}-${i}`)));
     for (const r of batch) {
       assert.equal(r.status, 200);
       ok.push(r.ms);
     }
   }
   ok.sort((a, b) => a - b);
-  t.diagnostic(`200s (ms): p50 ${Math.round(quantile(ok, 0.5))}, max ${Math.round(ok[ok.length - 1])}`);
-  assert.ok(ok[ok.length - 1] < MIN, `slowest 200 took ${ok[ok.length - 1]} ms`);
+  t.diagnostic(`200s (ms): p50 ${Math.round(quantile(ok, 0.5))}, p90 ${Math.round(quantile(ok, 0.9))}, max ${Math.round(ok[ok.length - 1])}`);
+  // Medians: a loaded machine (two cores, other builds) puts a tail on
+  // any single request; a delayed 404 is never under MIN.
+  assert.ok(quantile(ok, 0.5) < MIN, `p50 of the 200s is ${quantile(ok, 0.5)} ms`);
 
+  const median = async (path, headers, expect) => {
+    const times = [];
+    for (let i = 0; i < 20; i++) {
+      const r = await timed(path, headers);
+      assert.equal(r.status, expect.status);
+      assert.equal(r.cell, expect.cell);
+      times.push(r.ms);
+    }
+    return quantile(times.sort((a, b) => a - b), 0.5);
+  };
   // The root page goes to the legacy cell by the ruleset's last rule, no
   // classification: its 404 is not delayed.
-  const root = await timed("/", { "x-demo-status": "404" });
-  assert.equal(root.status, 404);
-  assert.equal(root.cell, "1");
-  assert.ok(root.ms < MIN, `unclassified 404 took ${root.ms} ms`);
+  const root = await median("/", { "x-demo-status": "404" }, { status: 404, cell: "1" });
+  assert.ok(root < MIN, `unclassified 404s took ${root} ms (median)`);
   const line = requestLogs(stack).findLast((l) => l.path === "/");
   assert.equal(line.action, "proxy");
-
   // Other statuses from the cell are not delayed either.
-  const gone = await timed("/cell2-group/gone", { "x-demo-status": "410" });
-  assert.equal(gone.status, 410);
-  assert.ok(gone.ms < MIN, `410 took ${gone.ms} ms`);
+  const gone = await median("/cell2-group/gone", { "x-demo-status": "410" }, { status: 410, cell: "2" });
+  assert.ok(gone < MIN, `410s took ${gone} ms (median)`);
+  t.diagnostic(`medians: unclassified 404 ${Math.round(root)} ms, classified 410 ${Math.round(gone)} ms`);
 });
 
 /** PIDs of this process's workerd children. */
@@ -133,7 +151,7 @@ test("200 delayed 404s waiting at once hold no bodies: workerd's memory stays fl
   const all = Promise.all(
     Array.from({ length: N }, (_, i) => {
       sends.push(performance.now());
-      return timed(`/cell2-group/big-missing-${i}`, { "x-demo-status": "404", "x-demo-response-bytes": String(BODY) }).then((r) => {
+      return timed(`/cell2-group/big-missing-${i}`, { "x-demo-status": "404", "x-demo-response-bytes": String(BODY) }, 1).then((r) => {
         firstDone.push(performance.now());
         return r;
       });
@@ -147,6 +165,7 @@ test("200 delayed 404s waiting at once hold no bodies: workerd's memory stays fl
   for (const r of results) {
     assert.equal(r.status, 404);
     assert.equal(r.bytes, BODY, "the whole body arrives after the delay");
+    assert.ok(r.ms >= 2000 - 5, `a ${r.ms} ms answer`);
   }
   const lastSend = Math.max(...sends);
   const firstAnswer = Math.min(...firstDone);
