@@ -109,11 +109,13 @@ impl LearnService {
                 }
                 (StatusCode::OK, body, &self.cache_control)
             }
-            Learned::NotFound => (
-                StatusCode::NOT_FOUND,
-                json!({"message": "404 Not Found"}),
-                &self.not_found_cache_control,
-            ),
+            Learned::NotFound { prefix } => {
+                let mut body = json!({"message": "404 Not Found"});
+                if let Some(prefix) = prefix {
+                    body["path"] = json!(prefix);
+                }
+                (StatusCode::NOT_FOUND, body, &self.not_found_cache_control)
+            }
         }
     }
 }

@@ -133,18 +133,31 @@ struct AnswerBody {
     address: Option<String>,
 }
 
+#[derive(Deserialize)]
+struct NotFoundBody {
+    path: String,
+}
+
 /// Parses a learn answer to `path`. A 404 is a negative answer for the
-/// exact path; any other non-200, or a body that is not an answer to this
-/// path, is an error (the request goes to the legacy cell, and the error
-/// into its log line).
+/// exact path, or for a prefix when its body names one that covers the
+/// path (`{"path": "/no-such-group"}`: no cell owns anything under it, an
+/// extension of the design's answer that the devstack sends); any other
+/// non-200, or a body that is not an answer to this path, is an error (the
+/// request goes to the legacy cell, and the error into its log line).
 pub fn parse_answer(status: u16, body: &str, path: &str) -> Result<Learned, RouterError> {
     match status {
         200 => {}
         404 => {
+            let prefix = serde_json::from_str::<NotFoundBody>(body)
+                .ok()
+                .map(|b| b.path.trim_end_matches('/').to_string())
+                .filter(|p| {
+                    p.starts_with('/') && covers(p, path) && p.matches('/').count() <= MAX_PREFIX_DEPTH
+                });
             return Ok(Learned {
                 classification: Classification::NotFound,
-                scope: Scope::Exact,
-            })
+                scope: prefix.map_or(Scope::Exact, Scope::Prefix),
+            });
         }
         other => return Err(RouterError::LearnStatus(other)),
     }
@@ -256,6 +269,15 @@ mod tests {
         let not_found = parse_answer(404, "nothing", "/x").unwrap();
         assert_eq!(not_found.classification, Classification::NotFound);
         assert_eq!(not_found.scope, Scope::Exact);
+        // A 404 may name the prefix nobody owns; one that does not cover
+        // the path is ignored (exact).
+        let nobody = parse_answer(404, r#"{"path":"/nobody"}"#, "/nobody/app/-/tree").unwrap();
+        assert_eq!(nobody.classification, Classification::NotFound);
+        assert_eq!(nobody.scope, Scope::Prefix("/nobody".into()));
+        for body in [r#"{"path":"/other"}"#, r#"{"path":"/"}"#, r#"{"path":"nobody"}"#] {
+            let got = parse_answer(404, body, "/nobody/app").unwrap();
+            assert_eq!(got.scope, Scope::Exact, "{body}");
+        }
     }
 
     #[test]

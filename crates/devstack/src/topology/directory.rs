@@ -334,7 +334,9 @@ pub enum Learned {
         source: &'static str,
         exact: bool,
     },
-    NotFound,
+    /// No cell owns the path; `prefix`: nor anything under this prefix
+    /// (the path's first segment, when no route entry starts with it).
+    NotFound { prefix: Option<String> },
 }
 
 impl Directory {
@@ -350,12 +352,12 @@ impl Directory {
     pub fn learn(&self, path_info: &str) -> Learned {
         let path = path_info.trim_end_matches('/');
         let Some(rest) = path.strip_prefix('/') else {
-            return Learned::NotFound;
+            return Learned::NotFound { prefix: None };
         };
         let segments: Vec<&str> = rest.split('/').collect();
         let first = segments[0];
         if self.cells.is_empty() || first.is_empty() {
-            return Learned::NotFound;
+            return Learned::NotFound { prefix: None };
         }
         if first == "-" {
             return Learned::Found {
@@ -380,7 +382,14 @@ impl Directory {
             .unwrap_or(segments.len());
         let route = segments[..route_len].join("/");
         let Some((cell, entry)) = self.longest_route(&route) else {
-            return Learned::NotFound;
+            let below = format!("{}/", normalize_route(first));
+            let owned_below = self
+                .cells
+                .iter()
+                .any(|c| c.routes.iter().any(|r| r.starts_with(below.as_str())));
+            return Learned::NotFound {
+                prefix: (!owned_below).then(|| format!("/{first}")),
+            };
         };
         let mut depth = entry.split('/').count();
         let others_below = |prefix: &str| {
@@ -457,7 +466,7 @@ mod tests {
                 source,
                 exact,
             } => Some((path, d.cells[cell].id, source, exact)),
-            Learned::NotFound => None,
+            Learned::NotFound { .. } => None,
         };
         assert_eq!(
             found("/cell2-group/demo/-/issues"),
@@ -489,6 +498,12 @@ mod tests {
             Some(("/explore".into(), 1, "fixed", false))
         );
         assert_eq!(found("/nobody/app"), None);
+        assert_eq!(
+            d.learn("/nobody/app/-/tree"),
+            Learned::NotFound {
+                prefix: Some("/nobody".into())
+            }
+        );
         assert_eq!(found("/"), None);
         assert_eq!(found("relative"), None);
     }
