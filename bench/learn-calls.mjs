@@ -9,7 +9,7 @@
 // max-age=10), projects drawn from 50 per namespace; plus the
 // application's own routes (/dashboard, /api/v4, /users: fixed prefixes;
 // /-/profile: fixed, exact).
-import { startDemoStack, request, getJson } from "../tests/e2e/harness.mjs";
+import { startDemoStack, request, getJson, requestLogs } from "../tests/e2e/harness.mjs";
 
 const N = Number(process.env.FIG_REQUESTS ?? 1000);
 const known = ["cell2-group", "acme", "cell3-group", "gitlab-org", "gitlab-com", "legacy-group"];
@@ -55,6 +55,16 @@ try {
   const calls = (await learnCalls()) - before;
   console.log(`route_learning mix: ${N} requests in ${Date.now() - started} ms (${KINDS.map(([w]) => w).join("/")} % kinds; namespaces Zipf 1.1 over ${namespaces.length}, ${known.length} known)`);
   console.log(`learn calls: ${calls} = ${((calls * 1000) / N).toFixed(1)} per 1,000 requests; answered by cell ${JSON.stringify(byCell)}`);
+  // Which requests asked (their log line's level is the service).
+  await new Promise((r) => setTimeout(r, 200));
+  const asked = {};
+  for (const line of requestLogs(stack)) {
+    if (line.cache !== "service") continue;
+    const first = line.path.split("/")[1];
+    const kind = first.startsWith("ns-") ? "unknown namespaces (404)" : known.includes(first) ? `known: ${first}` : `fixed: /${first}`;
+    asked[kind] = (asked[kind] ?? 0) + 1;
+  }
+  console.log(`requests that made a learn call, by kind: ${JSON.stringify(asked)}`);
 } finally {
   await stack.stop();
 }

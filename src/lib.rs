@@ -532,6 +532,16 @@ fn log_plan(config: &Config, log: &RequestLog, random: impl FnOnce() -> f64) -> 
     }
 }
 
+/// The delay the entry adds to a 404 from the upstream: drawn from
+/// `GITLAB_NOT_FOUND_DELAY_MS` for a classified request (`random` is asked
+/// only then), else none.
+fn not_found_delay(config: &Config, classified: bool, random: impl FnOnce() -> f64) -> u32 {
+    match config.not_found_delay {
+        Some(range) if classified => range.pick(random()),
+        _ => 0,
+    }
+}
+
 /// The router's own answer to a request, logged always.
 fn answer(log: &RequestLog, answer: Answer) -> Plan {
     let (head, tail) = log.to_json_around_status();
@@ -562,10 +572,7 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
     let classified = routed.is_some_and(|r| {
         matches!(r.decision.action, Action::Classify(_)) || !r.fell_through.is_empty()
     });
-    let not_found_delay_ms = match iso.config.not_found_delay {
-        Some(range) if classified => range.pick(js_sys::Math::random()),
-        _ => 0,
-    };
+    let not_found_delay_ms = not_found_delay(&iso.config, classified, js_sys::Math::random);
     if let Some(d) = routed.map(|r| &r.decision) {
         log.rule = d.rule_id;
         log.action = d.action.name();
@@ -901,6 +908,43 @@ mod tests {
             f.log.tail
         );
         assert_eq!(f.log.min_status, 0, "notable: written whatever the status");
+    }
+
+    #[test]
+    fn only_classified_requests_get_a_not_found_delay() {
+        let (iso, _) = isolate_with(&[
+            ("GITLAB_RULES_CONFIG", "cells"),
+            ("GITLAB_NOT_FOUND_DELAY_MS", "50-250"),
+        ]);
+        assert_eq!(not_found_delay(&iso.config, true, || 0.0), 50);
+        assert_eq!(not_found_delay(&iso.config, true, || 0.999), 250);
+        assert_eq!(
+            not_found_delay(&iso.config, false, || panic!("not drawn")),
+            0
+        );
+        let (off, _) = isolate_with(LEGACY);
+        assert_eq!(
+            not_found_delay(&off.config, true, || panic!("not drawn")),
+            0
+        );
+        // A fixed route's plan carries none.
+        let req = incoming(&off, "https://gitlab.com/users/sign_in", &[]);
+        let routed = decided(&off, &req);
+        assert_eq!(
+            forward_of(plan(&off, &req, Some(&routed))).not_found_delay_ms,
+            0
+        );
+    }
+
+    #[test]
+    fn a_learning_ruleset_gets_a_resolver_without_a_topology_service() {
+        let (iso, errors) = isolate_with(&[
+            ("GITLAB_RULES_CONFIG", "route_learning"),
+            ("GITLAB_PROXY_HOST", "legacy.example"),
+        ]);
+        assert!(iso.resolver.is_some(), "{errors:?}");
+        let (plain, _) = isolate_with(LEGACY);
+        assert!(plain.resolver.is_none());
     }
 
     #[test]

@@ -152,7 +152,9 @@ pub fn parse_answer(status: u16, body: &str, path: &str) -> Result<Learned, Rout
                 .ok()
                 .map(|b| b.path.trim_end_matches('/').to_string())
                 .filter(|p| {
-                    p.starts_with('/') && covers(p, path) && p.matches('/').count() <= MAX_PREFIX_DEPTH
+                    p.starts_with('/')
+                        && covers(p, path)
+                        && p.matches('/').count() <= MAX_PREFIX_DEPTH
                 });
             return Ok(Learned {
                 classification: Classification::NotFound,
@@ -274,7 +276,11 @@ mod tests {
         let nobody = parse_answer(404, r#"{"path":"/nobody"}"#, "/nobody/app/-/tree").unwrap();
         assert_eq!(nobody.classification, Classification::NotFound);
         assert_eq!(nobody.scope, Scope::Prefix("/nobody".into()));
-        for body in [r#"{"path":"/other"}"#, r#"{"path":"/"}"#, r#"{"path":"nobody"}"#] {
+        for body in [
+            r#"{"path":"/other"}"#,
+            r#"{"path":"/"}"#,
+            r#"{"path":"nobody"}"#,
+        ] {
             let got = parse_answer(404, body, "/nobody/app").unwrap();
             assert_eq!(got.scope, Scope::Exact, "{body}");
         }
@@ -286,7 +292,10 @@ mod tests {
         for (status, body) in [
             (500, "{}"),
             (200, "<html>"),
-            (200, r#"{"path":"/gitlab-org","cell":"cell_2","source":"routable"}"#),
+            (
+                200,
+                r#"{"path":"/gitlab-org","cell":"cell_2","source":"routable"}"#,
+            ),
             (
                 200,
                 r#"{"path":"/other","cell":"cell_2","source":"routable","address":"c2"}"#,
@@ -330,7 +339,10 @@ mod tests {
             "/api/v4/internal/cells/learn?method=GET&path_info=/a%20b/c%26d%3De"
         );
         let q = question("POST", "/a/b", Target::Web);
-        assert_eq!(method_and_path(q.value.as_deref().unwrap()), ("POST", "/a/b"));
+        assert_eq!(
+            method_and_path(q.value.as_deref().unwrap()),
+            ("POST", "/a/b")
+        );
         assert_eq!(
             q.body(),
             r#"{"learn":{"method":"POST","path_info":"/a/b"}}"#

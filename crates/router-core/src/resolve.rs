@@ -523,7 +523,8 @@ where
                         return (Ok((classification, raw, scope)), attempt);
                     }
                     Err(
-                        e @ (RouterError::TopologyStatus(status) | RouterError::LearnStatus(status)),
+                        e
+                        @ (RouterError::TopologyStatus(status) | RouterError::LearnStatus(status)),
                     ) if status >= 500 || (300..400).contains(&status) => e,
                     Err(e) => {
                         // The service answered (a 4xx, an odd body): it is up.
@@ -533,9 +534,7 @@ where
                 },
                 Err(TransportError::Timeout) if learning => RouterError::LearnTimeout(timeout_ms),
                 Err(TransportError::Timeout) => RouterError::TopologyTimeout(timeout_ms),
-                Err(TransportError::Connect(why)) if learning => {
-                    RouterError::LearnUnreachable(why)
-                }
+                Err(TransportError::Connect(why)) if learning => RouterError::LearnUnreachable(why),
                 Err(TransportError::Connect(why)) => RouterError::TopologyUnreachable(why),
             };
             let now = self.platform.now_ms();

@@ -394,9 +394,10 @@ impl Directory {
         let mut depth = entry.split('/').count();
         let others_below = |prefix: &str| {
             let below = format!("{prefix}/");
-            self.cells.iter().enumerate().any(|(i, c)| {
-                i != cell && c.routes.iter().any(|r| r.starts_with(below.as_str()))
-            })
+            self.cells
+                .iter()
+                .enumerate()
+                .any(|(i, c)| i != cell && c.routes.iter().any(|r| r.starts_with(below.as_str())))
         };
         while others_below(&normalize_route(&segments[..depth].join("/"))) {
             if depth == route_len {

@@ -130,9 +130,7 @@ impl TopologyTransport for Rc<FakeService> {
         timeout_ms: u32,
         trace: &crate::trace::Trace,
     ) -> Result<RawAnswer, TransportError> {
-        self.learned
-            .borrow_mut()
-            .push(format!("{method} {path}"));
+        self.learned.borrow_mut().push(format!("{method} {path}"));
         self.classify("", timeout_ms, trace).await
     }
 }
@@ -199,15 +197,22 @@ fn an_exact_learn_answer_covers_only_its_method_and_path() {
         "max-age=60",
     ));
     run(resolver.resolve(&learn_q("/-/profile")));
-    assert!(resolver.resolve_from_memory(&learn_q("/-/profile")).is_some());
-    assert_eq!(resolver.resolve_from_memory(&learn_q("/-/profile/keys")), None);
+    assert!(resolver
+        .resolve_from_memory(&learn_q("/-/profile"))
+        .is_some());
+    assert_eq!(
+        resolver.resolve_from_memory(&learn_q("/-/profile/keys")),
+        None
+    );
     let post = crate::learn::question("POST", "/-/profile", Target::Web);
     assert_eq!(resolver.resolve_from_memory(&post), None);
     // A 404 is a negative answer for that path alone.
     service.push(status(404));
     let none = run(resolver.resolve(&learn_q("/nobody/x")));
     assert_eq!(none.classification, Some(Classification::NotFound));
-    assert!(resolver.resolve_from_memory(&learn_q("/nobody/x")).is_some());
+    assert!(resolver
+        .resolve_from_memory(&learn_q("/nobody/x"))
+        .is_some());
     assert_eq!(resolver.resolve_from_memory(&learn_q("/nobody/y")), None);
     assert_eq!(service.calls.get(), 2);
 }
