@@ -35,6 +35,7 @@ pub mod vars {
     pub const SIGNATURE_TTL: &str = "GITLAB_ROUTER_SIGNATURE_TTL_SECONDS";
     pub const SIGNING_ISSUER: &str = "GITLAB_ROUTER_SIGNING_ISSUER";
     pub const REQUEST_LOG: &str = "GITLAB_REQUEST_LOG";
+    pub const CONTROL_REFRESH: &str = "GITLAB_CONTROL_REFRESH_SECONDS";
     pub const NOT_FOUND_DELAY_MS: &str = "GITLAB_NOT_FOUND_DELAY_MS";
 }
 
@@ -108,7 +109,16 @@ impl RequestLogging {
         }
     }
 
-    fn parse(value: &str) -> Option<RequestLogging> {
+    /// How the setting reads in a log line (a share in millionths).
+    pub fn name(self) -> String {
+        match self {
+            RequestLogging::All => "all".into(),
+            RequestLogging::Errors => "errors".into(),
+            RequestLogging::Sample { per_million } => format!("sample ({per_million} per million)"),
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<RequestLogging> {
         match value {
             "all" => Some(RequestLogging::All),
             "errors" => Some(RequestLogging::Errors),
@@ -175,7 +185,13 @@ pub struct Config {
     pub request_logging: RequestLogging,
     /// `None`: 404s are not delayed (the default).
     pub not_found_delay: Option<DelayRange>,
+    /// How often an isolate reads the runtime control document
+    /// ([`crate::control`]), in seconds.
+    pub control_refresh_secs: u32,
 }
+
+/// The control document's default refresh interval.
+pub const DEFAULT_CONTROL_REFRESH_SECS: u32 = 30;
 
 impl Config {
     /// Reads every setting through `lookup`; returns the config and the
@@ -252,6 +268,13 @@ impl Config {
             }
         };
         let defaults = ClientPolicy::default();
+        let control_refresh_secs = number(
+            vars::CONTROL_REFRESH,
+            DEFAULT_CONTROL_REFRESH_SECS,
+            1,
+            3_600,
+        );
+
         let client = ClientPolicy {
             timeout_ms: number(vars::TIMEOUT_MS, defaults.timeout_ms, 10, 30_000),
             retries: number(vars::RETRIES, defaults.retries, 0, 10),
@@ -388,6 +411,7 @@ impl Config {
             signing_policy,
             request_logging,
             not_found_delay,
+            control_refresh_secs,
         };
         (config, problems)
     }

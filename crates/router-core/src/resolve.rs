@@ -220,6 +220,9 @@ pub struct Resolver<T, C, P> {
     /// Route learning's own breaker and budget: a failing learn endpoint
     /// must not stop Topology Service calls, nor the reverse.
     learn_guard: RefCell<ServiceGuard>,
+    /// The purge generation ([`Resolver::purge`]): part of every shared
+    /// cache key, so raising it leaves older entries unread.
+    generation: std::cell::Cell<u64>,
 }
 
 impl<T, C, P> Resolver<T, C, P>
@@ -248,7 +251,26 @@ where
             client,
             memory,
             inflight: RefCell::new(HashMap::new()),
+            generation: std::cell::Cell::new(0),
         }
+    }
+
+    /// Makes every cached classification unusable at once: empties the
+    /// memory cache and reads and writes the shared cache under
+    /// `generation` from now on (the control document's
+    /// `purge_generation`; other isolates follow when they read it). An
+    /// answer already being fetched is returned to its request but not
+    /// cached.
+    pub fn purge(&self, generation: u64) {
+        self.generation.set(generation);
+        let mut memory = self.memory.borrow_mut();
+        memory.map.clear();
+        memory.order.clear();
+    }
+
+    /// The purge generation in use.
+    pub fn generation(&self) -> u64 {
+        self.generation.get()
     }
 
     pub fn shared_cache(&self) -> &C {
@@ -365,6 +387,16 @@ where
     /// its SHA-256 ([`ClassifyRequest::cache_key`]).
     async fn fetch(&self, request: &ClassifyRequest, key: &str, trace: &Trace) -> Resolution {
         let learning = request.kind == ClassifyKind::Learn;
+        let generation = self.generation.get();
+        // Under a purge generation, every shared key is prefixed by it.
+        let shared_key_of = |entry_key: &str| {
+            let k = ClassifyRequest::cache_key_of(request.kind, request.target, entry_key);
+            if generation == 0 {
+                k
+            } else {
+                format!("g{generation}/{k}")
+            }
+        };
         // A learn question is answered by its own entry or a learned prefix
         // of its path; any other by its own entry.
         let mut keys = vec![key.to_string()];
@@ -373,10 +405,12 @@ where
             keys.extend(learn::ancestors(path).map(learn::prefix_key));
         }
         for entry_key in &keys {
-            let shared_key = ClassifyRequest::cache_key_of(request.kind, request.target, entry_key);
+            let shared_key = shared_key_of(entry_key);
             if let Some(answer) = self.shared.get(&shared_key).await {
                 let now = self.platform.now_ms();
-                if answer.question != *entry_key {
+                if generation != self.generation.get() {
+                    // Purged while it was read: not cached, not answered.
+                } else if answer.question != *entry_key {
                     self.platform.warn(&format!(
                         "shared cache entry {shared_key} answers {:?}, not {entry_key:?}: ignored",
                         answer.question
@@ -414,18 +448,18 @@ where
         let service_ms = Some(self.platform.now_ms().saturating_sub(started));
         match result {
             Ok((classification, raw, scope)) => {
-                if let Some(ttl) = self
+                let ttl = self
                     .cache
                     .ttl(raw.cache_control.as_deref(), &classification)
-                {
+                    .filter(|_| generation == self.generation.get());
+                if let Some(ttl) = ttl {
                     // A learned prefix is kept under the prefix, for every
                     // path under it; anything else under its question.
                     let entry_key = match scope {
                         Scope::Prefix(prefix) => learn::prefix_key(&prefix),
                         Scope::Exact => key.to_string(),
                     };
-                    let shared_key =
-                        ClassifyRequest::cache_key_of(request.kind, request.target, &entry_key);
+                    let shared_key = shared_key_of(&entry_key);
                     let answer = CachedAnswer {
                         question: entry_key.clone(),
                         tags: cache_tags(raw.cache_tag.as_deref(), request, &classification),
