@@ -797,3 +797,20 @@ fn no_stale_answer_survives_a_purge() {
         (CacheLevel::Fallback, None)
     );
 }
+
+#[test]
+fn a_purge_drops_learned_prefixes_too() {
+    let (resolver, service, shared, _) = setup();
+    service.push(learned(PREFIX_G, "max-age=60"));
+    run(resolver.resolve(&learn_q("/g/p/-/issues")));
+    assert!(resolver.resolve_from_memory(&learn_q("/g/p/x")).is_some());
+    resolver.purge(1);
+    assert_eq!(resolver.resolve_from_memory(&learn_q("/g/p/x")), None);
+    // The shared copy is under generation 0: not read. The path is asked
+    // again, and the new answer is kept under generation 1.
+    service.push(learned(PREFIX_G, "max-age=60"));
+    let again = run(resolver.resolve(&learn_q("/g/p/x")));
+    assert_eq!(again.level, CacheLevel::Service);
+    assert_eq!(service.calls.get(), 2);
+    assert!(shared.entries.borrow().keys().any(|k| k.starts_with("g1/learn-web-")));
+}
