@@ -129,6 +129,12 @@ impl Rule {
             && self.rollout.is_none()
             && match &self.action {
                 RuleAction::Proxy { .. } | RuleAction::Reject { .. } => true,
+                // A rule that hands not-found keys on leaves the rules
+                // after it reachable.
+                RuleAction::Classify {
+                    next_on_not_found: true,
+                    ..
+                } => false,
                 RuleAction::Classify { value, .. } => value
                     .as_ref()
                     .is_none_or(|t| t.segments.iter().all(|s| matches!(s, Segment::Literal(_)))),
