@@ -812,5 +812,9 @@ fn a_purge_drops_learned_prefixes_too() {
     let again = run(resolver.resolve(&learn_q("/g/p/x")));
     assert_eq!(again.level, CacheLevel::Service);
     assert_eq!(service.calls.get(), 2);
-    assert!(shared.entries.borrow().keys().any(|k| k.starts_with("g1/learn-web-")));
+    assert!(shared
+        .entries
+        .borrow()
+        .keys()
+        .any(|k| k.starts_with("g1/learn-web-")));
 }
