@@ -4,9 +4,7 @@
 //! isolate (disabled rules, purge generation, passthrough, log override).
 
 use std::cell::RefCell;
-use std::time::Duration;
 
-use futures_util::future::{select, Either};
 use router_core::control::{Control, ControlState, Mode, ReadOutcome, CONTROL_KEY};
 use router_core::ruleset::Ruleset;
 use wasm_bindgen::{JsCast, JsValue};
@@ -130,20 +128,37 @@ async fn read(binding: &JsValue) -> ReadOutcome {
     let Ok(promise) = promise.dyn_into::<js_sys::Promise>() else {
         return ReadOutcome::Failed(format!("{BINDING}.get did not return a promise"));
     };
-    let reading = JsFuture::from(promise);
-    let timeout = worker::Delay::from(Duration::from_millis(READ_TIMEOUT_MS));
-    match select(reading, timeout).await {
-        Either::Left((Ok(value), _)) if value.is_null() || value.is_undefined() => {
-            ReadOutcome::Absent
+    // Raced against a timer in JS: the read is abandoned after the limit.
+    let timer = js_sys::Promise::new(&mut |resolve, _| {
+        let set_timeout = js_sys::Reflect::get(&js_sys::global(), &"setTimeout".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+        if let Some(set_timeout) = set_timeout {
+            let _ = set_timeout.call3(
+                &JsValue::UNDEFINED,
+                &resolve,
+                &JsValue::from_f64(READ_TIMEOUT_MS as f64),
+                &TIMED_OUT.into(),
+            );
         }
-        Either::Left((Ok(value), _)) => match value.as_string() {
+    });
+    let race = js_sys::Promise::race(&js_sys::Array::of2(&promise, &timer));
+    match JsFuture::from(race).await {
+        Ok(value) if value.as_string().as_deref() == Some(TIMED_OUT) => {
+            ReadOutcome::Failed(format!("no answer within {READ_TIMEOUT_MS} ms"))
+        }
+        Ok(value) if value.is_null() || value.is_undefined() => ReadOutcome::Absent,
+        Ok(value) => match value.as_string() {
             Some(text) => ReadOutcome::Text(text),
             None => ReadOutcome::Failed("the value is not text".into()),
         },
-        Either::Left((Err(e), _)) => ReadOutcome::Failed(describe(&e)),
-        Either::Right(_) => ReadOutcome::Failed(format!("no answer within {READ_TIMEOUT_MS} ms")),
+        Err(e) => ReadOutcome::Failed(describe(&e)),
     }
 }
+
+/// What the timer resolves with; a document can never be this text (it is
+/// not a JSON object).
+const TIMED_OUT: &str = "\u{0}timed out";
 
 fn describe(error: &JsValue) -> String {
     error
