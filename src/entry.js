@@ -244,7 +244,7 @@ async function apply(request, method, clientHeaderNames, plan, started) {
     writeLog(logHead, logTail, logMinStatus, res.status, started);
     return res;
   }
-  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailure, logHead, logTail, logMinStatus] = f;
+  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailure, logHead, logTail, logMinStatus, notFoundDelay] = f;
   const { baseDrop, dropPrefixes } = setup;
   const dropped = drop === "" ? baseDrop : new Set(drop.split(ITEM));
   const headers = new Headers(request.headers);
@@ -268,6 +268,11 @@ async function apply(request, method, clientHeaderNames, plan, started) {
     upstream = await fetch(url, { method, headers, body: request.body, redirect: "manual" });
   } catch (error) {
     return fail(upstreamFailure, errorMessage(error), logHead, started);
+  }
+  if (upstream.status === 404 && notFoundDelay !== "0") {
+    // GITLAB_NOT_FOUND_DELAY_MS, drawn by Rust: a timer, nothing read or
+    // buffered; the upstream response is returned as it came.
+    await new Promise((resolve) => setTimeout(resolve, Number(notFoundDelay)));
   }
   writeLog(logHead, logTail, logMinStatus, upstream.status, started);
   return upstream;

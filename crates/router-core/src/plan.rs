@@ -81,6 +81,11 @@ pub struct Forward {
     /// What a failed upstream fetch answers.
     pub on_upstream_failure: Failure,
     pub log: LogPlan,
+    /// Milliseconds the entry waits before returning a 404 from the
+    /// upstream (`GITLAB_NOT_FOUND_DELAY_MS`, drawn by Rust); 0: none. The
+    /// entry waits on a timer and returns the upstream response as it is:
+    /// no body is read or buffered.
+    pub not_found_delay_ms: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,7 +193,8 @@ impl Plan {
     /// * forward: `F, url, drop (names by ITEM; empty: the usual set), set
     ///   (name ITEM value ITEM …), sign input (empty: unsigned), sign header,
     ///   sign failure (a failure; empty: forward unsigned), upstream
-    ///   failure, log head, log tail, log min status`
+    ///   failure, log head, log tail, log min status, 404 delay in ms (0:
+    ///   none)`
     /// * answer: `A, answer, log head (empty: no line), log tail, log min
     ///   status`
     ///
@@ -234,6 +240,8 @@ impl Plan {
                 push_failure(&mut out, &f.on_upstream_failure);
                 out.push(FIELD);
                 push_log(&mut out, Some(&f.log));
+                out.push(FIELD);
+                out.push_str(&f.not_found_delay_ms.to_string());
             }
         }
         out
@@ -247,7 +255,7 @@ impl Plan {
                 answer: parse_answer(answer)?,
                 log: parse_log(head, tail, min_status)?,
             }),
-            ["F", url, drop, set, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status] => {
+            ["F", url, drop, set, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, delay] => {
                 Some(Plan::Forward(Box::new(Forward {
                     url: url.to_string(),
                     drop: if drop.is_empty() {
@@ -271,6 +279,7 @@ impl Plan {
                     },
                     on_upstream_failure: parse_failure(upstream_failure)?,
                     log: parse_log(head, tail, min_status)??,
+                    not_found_delay_ms: delay.parse().ok()?,
                 })))
             }
             _ => None,
@@ -303,6 +312,7 @@ mod tests {
                 tail: "}".into(),
                 min_status: 500,
             },
+            not_found_delay_ms: 0,
         }))
     }
 
@@ -317,7 +327,12 @@ mod tests {
             answer: Answer::text(503, "gitlab-http-router: request signing unavailable\n"),
             log_error_open: r#","error":"stale; request signing failed: "#.into(),
         };
+        let mut delayed = forward(None, vec![]);
+        if let Plan::Forward(f) = &mut delayed {
+            f.not_found_delay_ms = 173;
+        }
         let plans = [
+            delayed,
             forward(None, vec![]),
             forward(None, vec!["connection".into(), "x-secret".into()]),
             forward(Some(signing(None)), vec![]),
