@@ -244,7 +244,7 @@ async function apply(request, method, clientHeaderNames, plan, started) {
     writeLog(logHead, logTail, logMinStatus, res.status, started);
     return res;
   }
-  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailure, logHead, logTail, logMinStatus, report] = f;
+  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailure, logHead, logTail, logMinStatus, notFoundDelay, report] = f;
   const { baseDrop, dropPrefixes } = setup;
   const dropped = drop === "" ? baseDrop : new Set(drop.split(ITEM));
   const headers = new Headers(request.headers);
@@ -276,6 +276,11 @@ async function apply(request, method, clientHeaderNames, plan, started) {
   // plan asks for every outcome (a trial request) or the cell failed: the
   // usual answer costs no call.
   if (report !== "" && (report[0] === "a" || (status >= 502 && status <= 504))) reportOutcome(report, status, sent);
+  if (status === 404 && notFoundDelay !== "0") {
+    // GITLAB_NOT_FOUND_DELAY_MS, drawn by Rust: a timer, nothing read or
+    // buffered; the upstream response is returned as it came.
+    await new Promise((resolve) => setTimeout(resolve, Number(notFoundDelay)));
+  }
   writeLog(logHead, logTail, logMinStatus, status, started);
   return upstream;
 }

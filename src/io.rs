@@ -41,23 +41,67 @@ pub fn random_hex32() -> String {
     random_uuid().replace('-', "")
 }
 
-/// `POST {url}/v1/classify`, with the Cloudflare Access service token.
+/// `POST {url}/v1/classify`, with the Cloudflare Access service token,
+/// through the `mtls_certificates` binding when one is configured (its
+/// `fetch` presents the client certificate); and route learning's `GET
+/// <cell>/api/v4/internal/cells/learn`, with plain `fetch`.
 pub struct FetchTransport {
-    endpoint: String,
+    /// `None`: no Topology Service (route learning only).
+    endpoint: Option<String>,
+    /// `scheme://host[:port]` of the cell route learning asks.
+    learn_base: Option<String>,
     client_id: Option<String>,
     client_secret: Option<String>,
+    /// The binding's `Fetcher` (`env.TOPOLOGY_MTLS`), if configured.
+    mtls: Option<JsValue>,
 }
 
+/// The `mtls_certificates` binding the Topology Service is called through
+/// when present (wrangler.toml, docs/deploying.md).
+pub const MTLS_BINDING: &str = "TOPOLOGY_MTLS";
+
 impl FetchTransport {
-    pub fn new(base_url: &str, client_id: Option<String>, client_secret: Option<String>) -> Self {
+    pub fn new(
+        base_url: Option<&str>,
+        learn_base: Option<String>,
+        client_id: Option<String>,
+        client_secret: Option<String>,
+        mtls: Option<JsValue>,
+    ) -> Self {
         FetchTransport {
-            endpoint: format!("{}/v1/classify", base_url.trim_end_matches('/')),
+            endpoint: base_url.map(|u| format!("{}/v1/classify", u.trim_end_matches('/'))),
+            learn_base,
             client_id,
             client_secret,
+            mtls,
         }
     }
 
+    /// `env[MTLS_BINDING]` when it is an object with a `fetch` method.
+    pub fn mtls_binding(env: &JsValue) -> Option<JsValue> {
+        let binding = js_sys::Reflect::get(env, &MTLS_BINDING.into()).ok()?;
+        let fetch = js_sys::Reflect::get(&binding, &"fetch".into()).ok()?;
+        fetch.is_function().then_some(binding)
+    }
+
+    /// Sends `request` through the mTLS binding when there is one and
+    /// `mtls` asks for it, else through the global `fetch`.
+    async fn send(&self, request: &Request, mtls: bool) -> Result<Response, JsValue> {
+        let promise = match (&self.mtls, mtls) {
+            (Some(binding), true) => {
+                let fetch: js_sys::Function =
+                    js_sys::Reflect::get(binding, &"fetch".into())?.unchecked_into();
+                fetch.call1(binding, request)?.unchecked_into()
+            }
+            _ => global_fetch(request),
+        };
+        Ok(JsFuture::from(promise).await?.unchecked_into())
+    }
+
     async fn call(&self, body: &str, timeout_ms: u32, trace: &Trace) -> Result<RawAnswer, JsValue> {
+        let Some(endpoint) = &self.endpoint else {
+            return Err(js_sys::Error::new("GITLAB_TOPOLOGY_SERVICE_URL is not set").into());
+        };
         let headers = Headers::new()?;
         headers.set("content-type", "application/json")?;
         headers.set("accept", "application/json")?;
@@ -81,18 +125,69 @@ impl FetchTransport {
         // One signal covers the whole attempt, body included.
         let signal = AbortSignal::timeout_with_u32(timeout_ms);
         init.set_signal(Some(&signal));
-        let request = Request::new_with_str_and_init(&self.endpoint, &init)?;
-        let response: Response = JsFuture::from(global_fetch(&request))
-            .await?
-            .unchecked_into();
-        let text = JsFuture::from(response.text()?).await?;
-        let resp_headers = response.headers();
-        Ok(RawAnswer {
-            status: response.status(),
-            body: text.as_string().unwrap_or_default(),
-            cache_control: resp_headers.get("cache-control").ok().flatten(),
-            cache_tag: resp_headers.get("cache-tag").ok().flatten(),
-        })
+        let request = Request::new_with_str_and_init(endpoint, &init)?;
+        let response = self.send(&request, true).await?;
+        raw_answer(response).await
+    }
+
+    async fn call_learn(
+        &self,
+        method: &str,
+        path: &str,
+        timeout_ms: u32,
+        trace: &Trace,
+    ) -> Result<RawAnswer, JsValue> {
+        let Some(base) = &self.learn_base else {
+            return Err(js_sys::Error::new("no cell to ask (GITLAB_PROXY_HOST is not set)").into());
+        };
+        let headers = Headers::new()?;
+        headers.set("accept", "application/json")?;
+        for (name, value) in trace.headers() {
+            if !value.is_empty() {
+                headers.set(name, value)?;
+            }
+        }
+        let init = RequestInit::new();
+        init.set_method("GET");
+        init.set_headers(&headers);
+        init.set_redirect(RequestRedirect::Manual);
+        let signal = AbortSignal::timeout_with_u32(timeout_ms);
+        init.set_signal(Some(&signal));
+        let url = format!(
+            "{base}{}",
+            router_core::learn::learn_path_and_query(method, path)
+        );
+        let request = Request::new_with_str_and_init(&url, &init)?;
+        let response = self.send(&request, false).await?;
+        raw_answer(response).await
+    }
+}
+
+async fn raw_answer(response: Response) -> Result<RawAnswer, JsValue> {
+    let text = JsFuture::from(response.text()?).await?;
+    let resp_headers = response.headers();
+    Ok(RawAnswer {
+        status: response.status(),
+        body: text.as_string().unwrap_or_default(),
+        cache_control: resp_headers.get("cache-control").ok().flatten(),
+        cache_tag: resp_headers.get("cache-tag").ok().flatten(),
+    })
+}
+
+/// A failed `fetch` as the core's transport error.
+fn transport_error(e: JsValue) -> TransportError {
+    let name = js_sys::Reflect::get(&e, &"name".into())
+        .ok()
+        .and_then(|n| n.as_string())
+        .unwrap_or_default();
+    if name == "TimeoutError" || name == "AbortError" {
+        TransportError::Timeout
+    } else {
+        let message = js_sys::Reflect::get(&e, &"message".into())
+            .ok()
+            .and_then(|m| m.as_string())
+            .unwrap_or_else(|| format!("{e:?}"));
+        TransportError::Connect(message)
     }
 }
 
@@ -103,21 +198,21 @@ impl TopologyTransport for FetchTransport {
         timeout_ms: u32,
         trace: &Trace,
     ) -> Result<RawAnswer, TransportError> {
-        self.call(body, timeout_ms, trace).await.map_err(|e| {
-            let name = js_sys::Reflect::get(&e, &"name".into())
-                .ok()
-                .and_then(|n| n.as_string())
-                .unwrap_or_default();
-            if name == "TimeoutError" || name == "AbortError" {
-                TransportError::Timeout
-            } else {
-                let message = js_sys::Reflect::get(&e, &"message".into())
-                    .ok()
-                    .and_then(|m| m.as_string())
-                    .unwrap_or_else(|| format!("{e:?}"));
-                TransportError::Connect(message)
-            }
-        })
+        self.call(body, timeout_ms, trace)
+            .await
+            .map_err(transport_error)
+    }
+
+    async fn learn(
+        &self,
+        method: &str,
+        path: &str,
+        timeout_ms: u32,
+        trace: &Trace,
+    ) -> Result<RawAnswer, TransportError> {
+        self.call_learn(method, path, timeout_ms, trace)
+            .await
+            .map_err(transport_error)
     }
 }
 

@@ -117,7 +117,14 @@ impl Isolate {
                 .ok()
                 .or_else(|| env.secret(name).map(|v| v.to_string()).ok())
         };
-        let mut iso = Isolate::from_lookup(lookup, log_error);
+        let mtls = io::FetchTransport::mtls_binding(env);
+        if mtls.is_some() {
+            let line = serde_json::json!({"level": "info", "scope": "config", "message": format!(
+                "Topology Service calls go through the {} mtls_certificates binding", io::MTLS_BINDING
+            )});
+            web_sys::console::log_1(&line.to_string().into());
+        }
+        let mut iso = Isolate::from_lookup(lookup, log_error, mtls);
         iso.version = js_sys::Reflect::get(env, &VERSION_BINDING.into())
             .ok()
             .filter(|m| m.is_object())
@@ -148,9 +155,11 @@ impl Isolate {
 
     /// The isolate's state from its settings; `log_error(scope, message)`
     /// reports what is wrong with them (never fatal).
+    /// `mtls`: the Topology Service's `mtls_certificates` binding, if any.
     fn from_lookup(
         lookup: impl Fn(&str) -> Option<String>,
         log_error: impl Fn(&str, &str),
+        mtls: Option<JsValue>,
     ) -> Isolate {
         let (config, problems) = Config::from_lookup(lookup);
         for problem in &problems {
@@ -198,12 +207,17 @@ impl Isolate {
                 allowed.allow_exact(registry);
             }
         }
-        let resolver = config.topology_url.as_ref().map(|url| {
+        let learning = ruleset.as_ref().is_some_and(Ruleset::uses_learning);
+        let resolver = (config.topology_url.is_some() || learning).then(|| {
             Resolver::new(
                 io::FetchTransport::new(
-                    url,
+                    config.topology_url.as_deref(),
+                    config
+                        .learn_cell()
+                        .map(|cell| format!("{}://{cell}", config.upstream_scheme)),
                     config.client_id.clone(),
                     config.client_secret.clone(),
+                    mtls,
                 ),
                 io::CacheApi::new(&config.cache_namespace()),
                 io::JsPlatform,
@@ -788,6 +802,16 @@ fn log_plan(logging: RequestLogging, log: &RequestLog, random: impl FnOnce() -> 
     }
 }
 
+/// The delay the entry adds to a 404 from the upstream: drawn from
+/// `GITLAB_NOT_FOUND_DELAY_MS` for a classified request (`random` is asked
+/// only then), else none.
+fn not_found_delay(config: &Config, classified: bool, random: impl FnOnce() -> f64) -> u32 {
+    match config.not_found_delay {
+        Some(range) if classified => range.pick(random()),
+        _ => 0,
+    }
+}
+
 /// The 503 for a request whose rule says `onOutage: unavailable` while the
 /// service cannot answer: `Retry-After` is the service breaker's open time
 /// (when it tries the service again); a registry client gets the error in
@@ -833,6 +857,13 @@ fn failed(mut log: RequestLog, error: RouterError) -> Plan {
 fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>>) -> Plan {
     let mut log = incoming.log(iso);
     let mut rule_type = None;
+    // A classified request (or one a classify rule handed on): a 404 from
+    // its cell may be delayed, so timing does not tell which cell knew
+    // the path. The router's own answers never are.
+    let classified = routed.is_some_and(|r| {
+        matches!(r.decision.action, Action::Classify(_)) || !r.fell_through.is_empty()
+    });
+    let not_found_delay_ms = not_found_delay(&iso.config, classified, js_sys::Math::random);
     if let Some(d) = routed.map(|r| &r.decision) {
         log.rule = d.rule_id;
         log.action = d.action.name();
@@ -983,6 +1014,7 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             log_error_open: log.error_open("upstream fetch failed: "),
         },
         log: log_plan(iso.request_logging(), &log, iso.random),
+        not_found_delay_ms,
         report,
     }))
 }
@@ -1003,6 +1035,7 @@ mod tests {
                     .map(|(_, v)| v.to_string())
             },
             |scope, message| errors.borrow_mut().push(format!("{scope}: {message}")),
+            None,
         );
         iso.now = || 1_000_000.0;
         iso.random = || 0.5;
@@ -1464,6 +1497,43 @@ mod tests {
             Plan::Answer { answer, .. } => assert_eq!(answer.status, 503),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn only_classified_requests_get_a_not_found_delay() {
+        let (iso, _) = isolate_with(&[
+            ("GITLAB_RULES_CONFIG", "cells"),
+            ("GITLAB_NOT_FOUND_DELAY_MS", "50-250"),
+        ]);
+        assert_eq!(not_found_delay(&iso.config, true, || 0.0), 50);
+        assert_eq!(not_found_delay(&iso.config, true, || 0.999), 250);
+        assert_eq!(
+            not_found_delay(&iso.config, false, || panic!("not drawn")),
+            0
+        );
+        let (off, _) = isolate_with(LEGACY);
+        assert_eq!(
+            not_found_delay(&off.config, true, || panic!("not drawn")),
+            0
+        );
+        // A fixed route's plan carries none.
+        let req = incoming(&off, "https://gitlab.com/users/sign_in", &[]);
+        let routed = decided(&off, &req);
+        assert_eq!(
+            forward_of(plan(&off, &req, Some(&routed))).not_found_delay_ms,
+            0
+        );
+    }
+
+    #[test]
+    fn a_learning_ruleset_gets_a_resolver_without_a_topology_service() {
+        let (iso, errors) = isolate_with(&[
+            ("GITLAB_RULES_CONFIG", "route_learning"),
+            ("GITLAB_PROXY_HOST", "legacy.example"),
+        ]);
+        assert!(iso.resolver.is_some(), "{errors:?}");
+        let (plain, _) = isolate_with(LEGACY);
+        assert!(plain.resolver.is_none());
     }
 
     #[test]

@@ -44,7 +44,7 @@ export function startReady(args, label) {
  * cell 2's Git repository) on free ports, and the router in front of it.
  * Resolves like startStack.
  */
-export async function startDemoStack({ ruleset = "cells", vars = {}, topology = (toml) => toml } = {}) {
+export async function startDemoStack({ ruleset = "cells", vars = {}, topology = (toml) => toml, routers = 1, routerVars = [], routerOptions = [] } = {}) {
   const shipped = readFileSync(join(ROOT, "devstack", "topology.toml"), "utf8")
     .replace(/^address = .*$/gm, "")
     .replace(/^(listen|admin_listen) = .*$/gm, '$1 = "127.0.0.1:0"');
@@ -64,8 +64,12 @@ export async function startDemoStack({ ruleset = "cells", vars = {}, topology = 
       GITLAB_TOPOLOGY_TIMEOUT_MS: "500",
       ...vars,
     };
-    stack.mf = await startRouter(stack.vars, logs);
-    stack.url = (await stack.mf.unsafeGetDirectURL("router")).toString().replace(/\/$/, "");
+    // A variable set to undefined is left out (e.g. no Topology Service).
+    for (const [k, v] of Object.entries(stack.vars)) if (v === undefined) delete stack.vars[k];
+    stack.mf = await startRouter(stack.vars, logs, { routers, routerVars, routerOptions });
+    stack.urls = [];
+    for (let i = 0; i < routers; i++) stack.urls.push((await stack.mf.unsafeGetDirectURL(routerName(i))).toString().replace(/\/$/, ""));
+    stack.url = stack.urls[0];
   } catch (e) {
     await stopStack(stack);
     throw e;
@@ -181,17 +185,20 @@ const CACHE_PROBE = `export default { async fetch(req) {
  * the same worker (separate isolates, one shared Cache API); `probe` adds
  * a worker that reads the Cache API. `build`: the build directory (under
  * the repository), build/ unless a test needs another build. `routerVars[i]`
- * overrides `vars` for router i (two configurations, one Cache API).
+ * overrides `vars` for router i (two configurations, one Cache API);
+ * `routerOptions[i]` adds Miniflare worker options (bindings) to router i.
  * `control`: bind the `ROUTER_CONTROL` KV namespace (one namespace shared
  * by every router, as by every isolate of a deployment); tests write it
  * with `setControl`. `{ id, persist }` binds namespace `id` kept in the
  * directory `persist` (where `wrangler kv … --local --persist-to DIR`
  * writes: DIR/v3/kv).
  */
-export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build", routerVars = [], control = false } = {}) {
+export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build", routerVars = [], routerOptions = [], control = false } = {}) {
   const workers = [];
   for (let i = 0; i < routers; i++) {
     workers.push({
+      // Other Miniflare worker options for router i, e.g. serviceBindings.
+      ...(routerOptions[i] ?? {}),
       name: routerName(i),
       modules: true,
       scriptPath: join(ROOT, build, "index.js"),

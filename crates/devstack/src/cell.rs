@@ -57,6 +57,131 @@ pub struct CellState {
     /// `GET /-/readiness` answered (the router's health probe; not counted
     /// in `requests`).
     health_probes: AtomicU64,
+    /// The route-learning endpoint, on cells started by `devstack up`.
+    learn: Option<Arc<LearnService>>,
+}
+
+/// `GET /api/v4/internal/cells/learn?method=M&path_info=P`: route learning
+/// (router_core::learn) answered from the same topology data as the
+/// Topology Service, on every demo cell of `devstack up`. Test controls:
+/// `POST /_learn/mode?set=ok|fail|garbage&delay_ms=N` (fail: 500; garbage:
+/// a 200 that is not an answer; delay: before answering), and the calls
+/// counted in `/_stats` as `learn_calls`.
+pub struct LearnService {
+    dir: crate::topology::Directory,
+    cache_control: String,
+    not_found_cache_control: String,
+    calls: AtomicU64,
+    mode: Mutex<(String, u64)>,
+}
+
+impl LearnService {
+    pub fn new(
+        dir: crate::topology::Directory,
+        cache_control: String,
+        not_found_cache_control: String,
+    ) -> Arc<LearnService> {
+        Arc::new(LearnService {
+            dir,
+            cache_control,
+            not_found_cache_control,
+            calls: AtomicU64::new(0),
+            mode: Mutex::new(("ok".to_string(), 0)),
+        })
+    }
+
+    /// The answer's status, JSON body and Cache-Control.
+    pub fn answer(&self, path_info: &str) -> (StatusCode, Value, &str) {
+        use crate::topology::Learned;
+        match self.dir.learn(path_info) {
+            Learned::Found {
+                path,
+                cell,
+                source,
+                exact,
+            } => {
+                let cell = &self.dir.cells[cell];
+                let mut body = json!({
+                    "path": path,
+                    "cell": format!("cell_{}", cell.id),
+                    "source": source,
+                    "address": cell.address,
+                });
+                if exact {
+                    body["exact"] = json!(true);
+                }
+                (StatusCode::OK, body, &self.cache_control)
+            }
+            Learned::NotFound { prefix } => {
+                let mut body = json!({"message": "404 Not Found"});
+                if let Some(prefix) = prefix {
+                    body["path"] = json!(prefix);
+                }
+                (StatusCode::NOT_FOUND, body, &self.not_found_cache_control)
+            }
+        }
+    }
+}
+
+/// `%XX` and `+` decoded (query values).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = |b: u8| char::from(b).to_digit(16);
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn query_param(query: &str, name: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| percent_decode(v))
+}
+
+async fn learn(state: &CellState, learn: &LearnService, query: &str) -> Response<Body> {
+    learn.calls.fetch_add(1, Ordering::SeqCst);
+    let (mode, delay_ms) = learn.mode.lock().unwrap().clone();
+    if delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(delay_ms.min(MAX_DELAY_MS))).await;
+    }
+    let path_info = query_param(query, "path_info").unwrap_or_default();
+    eprintln!("cell {}: learn {path_info}", state.id);
+    let (status, body, cache_control) = match mode.as_str() {
+        "fail" => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({"message": "learn failed (injected)"}),
+            "no-store",
+        ),
+        "garbage" => (
+            StatusCode::OK,
+            json!({"path": 42, "cell": ["not", "an", "answer"]}),
+            "max-age=60",
+        ),
+        _ => learn.answer(&path_info),
+    };
+    let mut resp = json_response(status, &body);
+    if let Ok(v) = HeaderValue::from_str(cache_control) {
+        resp.headers_mut().insert("cache-control", v);
+    }
+    with_cell_header(state, resp)
 }
 
 /// Counts one HTTP request in flight; dropped without [`InFlight::answered`]
@@ -100,7 +225,12 @@ pub async fn bind(listen: SocketAddr) -> Result<TcpListener, String> {
         .map_err(|e| format!("cell: cannot listen on {listen}: {e}"))
 }
 
-pub fn serve(id: String, listener: TcpListener, git: Option<Arc<GitRepos>>) {
+pub fn serve(
+    id: String,
+    listener: TcpListener,
+    git: Option<Arc<GitRepos>>,
+    learn: Option<Arc<LearnService>>,
+) {
     let state = Arc::new(CellState {
         id,
         requests: AtomicU64::new(0),
@@ -113,6 +243,7 @@ pub fn serve(id: String, listener: TcpListener, git: Option<Arc<GitRepos>>) {
         websocket_closes: Mutex::new(VecDeque::new()),
         git,
         health_probes: AtomicU64::new(0),
+        learn,
     });
     crate::http::spawn_accept_loop(listener, move |req, peer| handle(state.clone(), req, peer));
 }
@@ -196,6 +327,26 @@ fn parse_controls(headers: &hyper::HeaderMap) -> Result<Controls, String> {
 
 async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
     let path = req.uri().path().to_string();
+    if let Some(service) = &state.learn {
+        let query = req.uri().query().unwrap_or("");
+        match (req.method(), path.as_str()) {
+            (&Method::GET, router_core::learn::LEARN_PATH) => {
+                return learn(&state, service, query).await;
+            }
+            (&Method::POST, "/_learn/mode") => {
+                let mode = query_param(query, "set").unwrap_or_else(|| "ok".into());
+                let delay = query_param(query, "delay_ms")
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(0);
+                *service.mode.lock().unwrap() = (mode.clone(), delay);
+                return with_cell_header(
+                    &state,
+                    json_response(StatusCode::OK, &json!({"mode": mode, "delay_ms": delay})),
+                );
+            }
+            _ => {}
+        }
+    }
     match (req.method(), path.as_str()) {
         (&Method::GET, "/_stats") => {
             let body = json!({
@@ -209,6 +360,7 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
                 "websockets_open": state.websockets_open.load(Ordering::SeqCst),
                 "websocket_closes": *state.websocket_closes.lock().unwrap(),
                 "health_probes": state.health_probes.load(Ordering::SeqCst),
+                "learn_calls": state.learn.as_ref().map_or(0, |l| l.calls.load(Ordering::SeqCst)),
             });
             return with_cell_header(&state, json_response(StatusCode::OK, &body));
         }
@@ -219,6 +371,9 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
             return with_cell_header(&state, json_response(StatusCode::OK, &body));
         }
         (&Method::POST, "/_stats/reset") => {
+            if let Some(l) = &state.learn {
+                l.calls.store(0, Ordering::SeqCst);
+            }
             state.requests.store(0, Ordering::SeqCst);
             state.websockets.store(0, Ordering::SeqCst);
             state.last.lock().unwrap().clear();

@@ -152,7 +152,7 @@ async fn start(cmd: &str, rest: &[String], git: &mut Vec<Arc<GitRepos>>) -> Resu
             let listen = parse_listen(args.get("listen").unwrap_or("127.0.0.1:9101"))?;
             let listener = cell::bind(listen).await?;
             let addr = local_addr(&listener)?;
-            cell::serve(id.clone(), listener, None);
+            cell::serve(id.clone(), listener, None, None);
             http::print_ready(&json!({"ready": "cell", "id": id, "addr": addr.to_string()}));
         }
         "up" => {
@@ -179,7 +179,13 @@ async fn start(cmd: &str, rest: &[String], git: &mut Vec<Arc<GitRepos>>) -> Resu
                 }
             }
             for (id, listener, addr) in started {
-                cell::serve(id.to_string(), listener, repos_of.remove(&id));
+                // Every demo cell answers route learning from the same data.
+                let learn = cell::LearnService::new(
+                    dir.clone(),
+                    cfg.topology.cache_control.clone(),
+                    cfg.topology.not_found_cache_control.clone(),
+                );
+                cell::serve(id.to_string(), listener, repos_of.remove(&id), Some(learn));
                 http::print_ready(
                     &json!({"ready": "cell", "id": id.to_string(), "addr": addr.to_string()}),
                 );

@@ -10,6 +10,6 @@ mod directory;
 mod faults;
 mod server;
 
-pub use directory::Directory;
+pub use directory::{Directory, Learned};
 pub use faults::Faults;
 pub use server::start;

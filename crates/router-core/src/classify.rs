@@ -34,6 +34,9 @@ pub enum ClassifyKind {
     CellId,
     /// A claim, by its index in [`CLAIM_TYPES`].
     Claim(usize),
+    /// Route learning (`"source": "learn"`, [`crate::learn`]): the value is
+    /// the request's `METHOD path`, asked of a cell, not the service.
+    Learn,
 }
 
 impl ClassifyKind {
@@ -57,6 +60,7 @@ impl ClassifyKind {
             ClassifyKind::SessionPrefix => "SESSION_PREFIX",
             ClassifyKind::CellId => "CELL_ID",
             ClassifyKind::Claim(i) => CLAIM_TYPES[i].0,
+            ClassifyKind::Learn => "LEARN",
         }
     }
 
@@ -126,6 +130,14 @@ impl ClassifyRequest {
                 )
             }
             ClassifyKind::FirstCell => r#"{"type":"FIRST_CELL""#.to_string(),
+            ClassifyKind::Learn => {
+                let (method, path) = crate::learn::method_and_path(value);
+                format!(
+                    r#"{{"learn":{{"method":{},"path_info":{}}}"#,
+                    json_string(method),
+                    json_string(path)
+                )
+            }
             kind => format!(
                 r#"{{"type":"{}","value":{}"#,
                 kind.name(),

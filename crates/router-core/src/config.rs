@@ -44,6 +44,48 @@ pub mod vars {
     pub const CELL_HEALTH_MAX_AGE_SECONDS: &str = "GITLAB_CELL_HEALTH_MAX_AGE_SECONDS";
     pub const CELL_PROBE_TIMEOUT_MS: &str = "GITLAB_CELL_PROBE_TIMEOUT_MS";
     pub const CONTROL_REFRESH: &str = "GITLAB_CONTROL_REFRESH_SECONDS";
+    pub const NOT_FOUND_DELAY_MS: &str = "GITLAB_NOT_FOUND_DELAY_MS";
+}
+
+/// The random delay added to a 404 a cell returns for a classified
+/// request (`GITLAB_NOT_FOUND_DELAY_MS=min-max`), so its timing does not
+/// tell which cell answered, and so whether a private group exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayRange {
+    pub min_ms: u32,
+    pub max_ms: u32,
+}
+
+impl DelayRange {
+    /// The longest delay accepted: a 404 held longer than this is a
+    /// client-visible outage, not a mitigation.
+    pub const MAX_MS: u32 = 10_000;
+
+    /// `"50-250"` (inclusive bounds) or `"100"` (always 100 ms); `None`
+    /// when malformed, reversed or above [`DelayRange::MAX_MS`].
+    pub fn parse(value: &str) -> Option<DelayRange> {
+        let number = |s: &str| -> Option<u32> {
+            let s = s.trim();
+            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| s.parse().ok())
+                .flatten()
+        };
+        let (min_ms, max_ms) = match value.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => {
+                let n = number(value)?;
+                (n, n)
+            }
+        };
+        (min_ms <= max_ms && max_ms <= Self::MAX_MS).then_some(DelayRange { min_ms, max_ms })
+    }
+
+    /// A delay drawn uniformly from the range; `random` in `[0, 1)`.
+    pub fn pick(self, random: f64) -> u32 {
+        let span = f64::from(self.max_ms - self.min_ms + 1);
+        let offset = (span * random.clamp(0.0, 1.0)) as u32;
+        self.min_ms + offset.min(self.max_ms - self.min_ms)
+    }
 }
 
 /// Which requests get a log line.
@@ -158,6 +200,8 @@ pub struct Config {
     pub health_max_age_secs: u32,
     /// Per probe of a cell's health URL.
     pub probe_timeout_ms: u32,
+    /// `None`: 404s are not delayed (the default).
+    pub not_found_delay: Option<DelayRange>,
     /// How often an isolate reads the runtime control document
     /// ([`crate::control`]), in seconds.
     pub control_refresh_secs: u32,
@@ -380,6 +424,21 @@ impl Config {
                 cells
             }
         };
+        let not_found_delay = match get(vars::NOT_FOUND_DELAY_MS) {
+            None => None,
+            Some(v) => match DelayRange::parse(&v) {
+                Some(range) if range.max_ms == 0 => None,
+                Some(range) => Some(range),
+                None => {
+                    problems.push(format!(
+                        "{}: {v:?} is not MIN-MAX milliseconds (0..={}); 404s are not delayed",
+                        vars::NOT_FOUND_DELAY_MS,
+                        DelayRange::MAX_MS
+                    ));
+                    None
+                }
+            },
+        };
 
         let config = Config {
             rules_config: get(vars::RULES_CONFIG),
@@ -399,6 +458,7 @@ impl Config {
             health_refresh_ms,
             health_max_age_secs,
             probe_timeout_ms,
+            not_found_delay,
             control_refresh_secs,
         };
         (config, problems)
@@ -411,6 +471,13 @@ impl Config {
     /// namespace one environment would read another's answers (issue 14).
     /// Deployments that ask the same service and fall back to the same
     /// legacy cell get the same answers, so they may share entries.
+    /// The cell route learning asks (host[:port]): the legacy cell. This
+    /// is the one place that chooses it; once the router knows a list of
+    /// cells, it can pick among them here.
+    pub fn learn_cell(&self) -> Option<&str> {
+        self.proxy_host.as_deref()
+    }
+
     pub fn cache_namespace(&self) -> String {
         use sha2::{Digest, Sha256};
         use std::fmt::Write as _;
@@ -437,6 +504,49 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn not_found_delay_ranges() {
+        let r = |v| DelayRange::parse(v);
+        assert_eq!(
+            r("50-250"),
+            Some(DelayRange {
+                min_ms: 50,
+                max_ms: 250
+            })
+        );
+        assert_eq!(
+            r(" 100 "),
+            Some(DelayRange {
+                min_ms: 100,
+                max_ms: 100
+            })
+        );
+        assert_eq!(r("0-0").map(|d| d.max_ms), Some(0));
+        for bad in [
+            "", "-", "250-50", "a-b", "1-2-3", "-5", "5-", "0-10001", "1.5-2",
+        ] {
+            assert_eq!(r(bad), None, "{bad:?}");
+        }
+        let d = r("50-250").unwrap();
+        assert_eq!(d.pick(0.0), 50);
+        assert_eq!(d.pick(0.999_999), 250);
+        assert_eq!(d.pick(1.0), 250);
+        assert_eq!(d.pick(0.5), 150);
+
+        let (c, problems) = read(&[("GITLAB_NOT_FOUND_DELAY_MS", "50-250")]);
+        assert_eq!(c.not_found_delay, d.into());
+        assert!(problems.iter().all(|p| !p.contains("NOT_FOUND")));
+        let (c, _) = read(&[]);
+        assert_eq!(c.not_found_delay, None, "off by default");
+        let (c, _) = read(&[("GITLAB_NOT_FOUND_DELAY_MS", "0")]);
+        assert_eq!(c.not_found_delay, None);
+        let (c, problems) = read(&[("GITLAB_NOT_FOUND_DELAY_MS", "250-50")]);
+        assert_eq!(c.not_found_delay, None);
+        assert!(problems
+            .iter()
+            .any(|p| p.contains("GITLAB_NOT_FOUND_DELAY_MS") && p.contains("250-50")));
     }
 
     #[test]

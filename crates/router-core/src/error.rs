@@ -34,6 +34,16 @@ pub enum RouterError {
     TopologyGuarded(&'static str),
     #[error("topology service answer not understood: {0}")]
     TopologyBadAnswer(String),
+    #[error("route learning: learn endpoint unreachable: {0}")]
+    LearnUnreachable(String),
+    #[error("route learning: learn endpoint timed out after {0} ms")]
+    LearnTimeout(u32),
+    #[error("route learning: learn endpoint answered status {0}")]
+    LearnStatus(u16),
+    #[error("route learning: learn answer not understood: {0}")]
+    LearnBadAnswer(String),
+    #[error("route learning: learn endpoint not asked: {0} (it has been failing)")]
+    LearnGuarded(&'static str),
     #[error("cell has no registry address for a registry request")]
     NoRegistryAddress,
     #[error("upstream host not allowed: {0}")]
@@ -80,6 +90,11 @@ impl RouterError {
             | RouterError::TopologyStatus(_)
             | RouterError::TopologyBadAnswer(_)
             | RouterError::TopologyGuarded(_)
+            | RouterError::LearnUnreachable(_)
+            | RouterError::LearnTimeout(_)
+            | RouterError::LearnStatus(_)
+            | RouterError::LearnBadAnswer(_)
+            | RouterError::LearnGuarded(_)
             | RouterError::NoRegistryAddress
             | RouterError::UpstreamNotAllowed(_)
             | RouterError::NoLegacyCell
@@ -107,6 +122,11 @@ impl RouterError {
             | RouterError::TopologyStatus(_)
             | RouterError::TopologyBadAnswer(_)
             | RouterError::TopologyGuarded(_) => "topology service unavailable",
+            RouterError::LearnUnreachable(_)
+            | RouterError::LearnTimeout(_)
+            | RouterError::LearnStatus(_)
+            | RouterError::LearnBadAnswer(_)
+            | RouterError::LearnGuarded(_) => "route learning unavailable",
         }
     }
 

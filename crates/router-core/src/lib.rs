@@ -20,6 +20,7 @@ pub mod error;
 pub mod forward;
 pub mod guard;
 pub mod jwt;
+pub mod learn;
 pub mod log;
 pub mod plan;
 pub mod request;

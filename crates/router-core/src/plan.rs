@@ -126,6 +126,11 @@ pub struct Forward {
     /// What a failed upstream fetch answers.
     pub on_upstream_failure: Failure,
     pub log: LogPlan,
+    /// Milliseconds the entry waits before returning a 404 from the
+    /// upstream (`GITLAB_NOT_FOUND_DELAY_MS`, drawn by Rust); 0: none. The
+    /// entry waits on a timer and returns the upstream response as it is:
+    /// no body is read or buffered.
+    pub not_found_delay_ms: u32,
     /// `None`: the upstream is no listed cell, nothing is reported.
     pub report: Option<Report>,
 }
@@ -235,8 +240,8 @@ impl Plan {
     /// * forward: `F, url, drop (names by ITEM; empty: the usual set), set
     ///   (name ITEM value ITEM …), sign input (empty: unsigned), sign header,
     ///   sign failure (a failure; empty: forward unsigned), upstream
-    ///   failure, log head, log tail, log min status, report (empty: none;
-    ///   [`Report::encode`])`
+    ///   failure, log head, log tail, log min status, 404 delay in ms (0:
+    ///   none), report (empty: none; [`Report::encode`])`
     /// * answer: `A, answer, log head (empty: no line), log tail, log min
     ///   status`
     ///
@@ -283,6 +288,8 @@ impl Plan {
                 out.push(FIELD);
                 push_log(&mut out, Some(&f.log));
                 out.push(FIELD);
+                out.push_str(&f.not_found_delay_ms.to_string());
+                out.push(FIELD);
                 if let Some(report) = &f.report {
                     out.push_str(&report.encode());
                 }
@@ -299,7 +306,7 @@ impl Plan {
                 answer: parse_answer(answer)?,
                 log: parse_log(head, tail, min_status)?,
             }),
-            ["F", url, drop, set, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, report] => {
+            ["F", url, drop, set, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, delay, report] => {
                 Some(Plan::Forward(Box::new(Forward {
                     url: url.to_string(),
                     drop: if drop.is_empty() {
@@ -323,6 +330,7 @@ impl Plan {
                     },
                     on_upstream_failure: parse_failure(upstream_failure)?,
                     log: parse_log(head, tail, min_status)??,
+                    not_found_delay_ms: delay.parse().ok()?,
                     report: if report.is_empty() {
                         None
                     } else {
@@ -368,6 +376,7 @@ mod tests {
                 tail: "}".into(),
                 min_status: 500,
             },
+            not_found_delay_ms: 0,
             report,
         }))
     }
@@ -383,7 +392,12 @@ mod tests {
             answer: Answer::text(503, "gitlab-http-router: request signing unavailable\n"),
             log_error_open: r#","error":"stale; request signing failed: "#.into(),
         };
+        let mut delayed = forward(None, vec![]);
+        if let Plan::Forward(f) = &mut delayed {
+            f.not_found_delay_ms = 173;
+        }
         let plans = [
+            delayed,
             forward(None, vec![]),
             forward(None, vec!["connection".into(), "x-secret".into()]),
             forward(Some(signing(None)), vec![]),

@@ -21,9 +21,10 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::classify::ClassifyRequest;
+use crate::classify::{ClassifyKind, ClassifyRequest};
 use crate::error::RouterError;
 use crate::guard::{GuardPolicy, Refusal, ServiceGuard};
+use crate::learn::{self, Scope};
 use crate::topology::{cache_tags, parse_answer, CachePolicy, Classification};
 use crate::trace::Trace;
 
@@ -54,6 +55,22 @@ pub trait TopologyTransport {
         timeout_ms: u32,
         trace: &Trace,
     ) -> Result<RawAnswer, TransportError>;
+
+    /// One route-learning attempt ([`crate::learn`]): `GET` the learn
+    /// endpoint of the cell chosen for it, for `method` and `path`. None by
+    /// default: a transport without a cell to ask fails every call, and the
+    /// request goes to the legacy cell.
+    async fn learn(
+        &self,
+        _method: &str,
+        _path: &str,
+        _timeout_ms: u32,
+        _trace: &Trace,
+    ) -> Result<RawAnswer, TransportError> {
+        Err(TransportError::Connect(
+            "no cell to ask is configured".to_string(),
+        ))
+    }
 }
 
 /// An answer as the caches keep it.
@@ -203,6 +220,9 @@ pub struct Resolver<T, C, P> {
     /// Keyed by the canonical body, like the memory cache.
     inflight: RefCell<HashMap<String, Slot>>,
     guard: RefCell<ServiceGuard>,
+    /// Route learning's own breaker and budget: a failing learn endpoint
+    /// must not stop Topology Service calls, nor the reverse.
+    learn_guard: RefCell<ServiceGuard>,
     /// The purge generation ([`Resolver::purge`]): part of every shared
     /// cache key, so raising it leaves older entries unread.
     generation: std::cell::Cell<u64>,
@@ -223,8 +243,10 @@ where
     ) -> Self {
         let memory = RefCell::new(MemoryCache::new(client.memory_entries));
         let guard = RefCell::new(ServiceGuard::new(client.guard, client.worst_case_ms()));
+        let learn_guard = RefCell::new(ServiceGuard::new(client.guard, client.worst_case_ms()));
         Resolver {
             guard,
+            learn_guard,
             transport,
             shared,
             platform,
@@ -276,7 +298,7 @@ where
         // The in-isolate maps are keyed by the question itself: two
         // questions can never share an entry, and no hash is computed.
         let key = request.body();
-        if let Some(res) = self.memory_hit(&key) {
+        if let Some(res) = self.memory_hit(request, &key) {
             return res;
         }
 
@@ -305,18 +327,47 @@ where
     /// the edge's synchronous fast path asks this first and takes the
     /// asynchronous [`Resolver::resolve`] only when it is `None`.
     pub fn resolve_from_memory(&self, request: &ClassifyRequest) -> Option<Resolution> {
-        self.memory_hit(&request.body())
+        self.memory_hit(request, &request.body())
     }
 
-    fn memory_hit(&self, key: &str) -> Option<Resolution> {
-        let now = self.platform.now_ms();
-        match self.memory.borrow_mut().get(key, now) {
-            Some((entry, true)) => Some(Resolution::hit(
-                entry.classification.clone(),
-                CacheLevel::Memory,
-            )),
+    fn memory_hit(&self, request: &ClassifyRequest, key: &str) -> Option<Resolution> {
+        match self.memory_lookup(request, key, self.platform.now_ms()) {
+            Some((classification, true)) => {
+                Some(Resolution::hit(classification, CacheLevel::Memory))
+            }
             _ => None,
         }
+    }
+
+    /// The memory entry answering `request` (`key`: its body) and whether
+    /// it is fresh. A learn question is answered by its own entry (an exact
+    /// path or a 404), else by the longest learned prefix that covers its
+    /// path; a fresh answer wins over a stale one.
+    fn memory_lookup(
+        &self,
+        request: &ClassifyRequest,
+        key: &str,
+        now: u64,
+    ) -> Option<(Classification, bool)> {
+        let mut memory = self.memory.borrow_mut();
+        let own = memory
+            .get(key, now)
+            .map(|(e, fresh)| (e.classification.clone(), fresh));
+        if request.kind != ClassifyKind::Learn || matches!(own, Some((_, true))) {
+            return own;
+        }
+        let (_, path) = learn::method_and_path(request.value.as_deref().unwrap_or(""));
+        let mut stale = own;
+        for prefix in learn::ancestors(path) {
+            match memory.get(&learn::prefix_key(prefix), now) {
+                Some((e, true)) => return Some((e.classification.clone(), true)),
+                Some((e, false)) if stale.is_none() => {
+                    stale = Some((e.classification.clone(), false));
+                }
+                _ => {}
+            }
+        }
+        stale
     }
 
     /// Polls `slot` on this request's own timers until the leading request
@@ -338,58 +389,89 @@ where
     /// the canonical body (the memory key); the shared cache is keyed by
     /// its SHA-256 ([`ClassifyRequest::cache_key`]).
     async fn fetch(&self, request: &ClassifyRequest, key: &str, trace: &Trace) -> Resolution {
+        let learning = request.kind == ClassifyKind::Learn;
         let generation = self.generation.get();
-        let mut shared_key = ClassifyRequest::cache_key_of(request.kind, request.target, key);
-        if generation != 0 {
-            shared_key = format!("g{generation}/{shared_key}");
+        // Under a purge generation, every shared key is prefixed by it.
+        let shared_key_of = |entry_key: &str| {
+            let k = ClassifyRequest::cache_key_of(request.kind, request.target, entry_key);
+            if generation == 0 {
+                k
+            } else {
+                format!("g{generation}/{k}")
+            }
+        };
+        // A learn question is answered by its own entry or a learned prefix
+        // of its path; any other by its own entry.
+        let mut keys = vec![key.to_string()];
+        if learning {
+            let (_, path) = learn::method_and_path(request.value.as_deref().unwrap_or(""));
+            keys.extend(learn::ancestors(path).map(learn::prefix_key));
         }
-        if let Some(answer) = self.shared.get(&shared_key).await {
-            let now = self.platform.now_ms();
-            if generation != self.generation.get() {
-                // Purged while it was read: not cached, not answered.
-            } else if answer.question != key {
-                self.platform.warn(&format!(
-                    "shared cache entry {shared_key} answers {:?}, not {key:?}: ignored",
-                    answer.question
-                ));
-            } else if answer.expires_at_ms > now {
-                self.memory.borrow_mut().insert(
-                    key.to_string(),
-                    &answer,
-                    self.cache.stale_if_error,
-                );
-                return Resolution::hit(answer.classification, CacheLevel::CacheApi);
+        for entry_key in &keys {
+            let shared_key = shared_key_of(entry_key);
+            if let Some(answer) = self.shared.get(&shared_key).await {
+                let now = self.platform.now_ms();
+                if generation != self.generation.get() {
+                    // Purged while it was read: not cached, not answered.
+                } else if answer.question != *entry_key {
+                    self.platform.warn(&format!(
+                        "shared cache entry {shared_key} answers {:?}, not {entry_key:?}: ignored",
+                        answer.question
+                    ));
+                } else if answer.expires_at_ms > now {
+                    self.memory.borrow_mut().insert(
+                        entry_key.clone(),
+                        &answer,
+                        self.cache.stale_if_error,
+                    );
+                    return Resolution::hit(answer.classification, CacheLevel::CacheApi);
+                }
             }
         }
 
         let started = self.platform.now_ms();
-        if let Err(refusal) = self.guard.borrow_mut().allow_first(started) {
+        let guard = if learning {
+            &self.learn_guard
+        } else {
+            &self.guard
+        };
+        if let Err(refusal) = guard.borrow_mut().allow_first(started) {
             let why = match refusal {
                 Refusal::Open => "circuit open",
                 Refusal::Budget => "retry budget spent",
             };
-            return self.failed(key, RouterError::TopologyGuarded(why), 0, None);
+            let error = if learning {
+                RouterError::LearnGuarded(why)
+            } else {
+                RouterError::TopologyGuarded(why)
+            };
+            return self.failed(request, key, error, 0, None);
         }
-        let (result, attempts) = self.call_service(key, trace).await;
+        let (result, attempts) = self.call_service(request, key, trace).await;
         let service_ms = Some(self.platform.now_ms().saturating_sub(started));
         match result {
-            Ok((classification, raw)) => {
+            Ok((classification, raw, scope)) => {
                 let ttl = self
                     .cache
                     .ttl(raw.cache_control.as_deref(), &classification)
                     .filter(|_| generation == self.generation.get());
                 if let Some(ttl) = ttl {
+                    // A learned prefix is kept under the prefix, for every
+                    // path under it; anything else under its question.
+                    let entry_key = match scope {
+                        Scope::Prefix(prefix) => learn::prefix_key(&prefix),
+                        Scope::Exact => key.to_string(),
+                    };
+                    let shared_key = shared_key_of(&entry_key);
                     let answer = CachedAnswer {
-                        question: key.to_string(),
+                        question: entry_key.clone(),
                         tags: cache_tags(raw.cache_tag.as_deref(), request, &classification),
                         classification: classification.clone(),
                         expires_at_ms: self.platform.now_ms() + u64::from(ttl) * 1000,
                     };
-                    self.memory.borrow_mut().insert(
-                        key.to_string(),
-                        &answer,
-                        self.cache.stale_if_error,
-                    );
+                    self.memory
+                        .borrow_mut()
+                        .insert(entry_key, &answer, self.cache.stale_if_error);
                     self.shared.put(&shared_key, &answer, ttl);
                 }
                 Resolution {
@@ -401,7 +483,7 @@ where
                     error: None,
                 }
             }
-            Err(error) => self.failed(key, error, attempts, service_ms),
+            Err(error) => self.failed(request, key, error, attempts, service_ms),
         }
     }
 
@@ -409,6 +491,7 @@ where
     /// cell.
     fn failed(
         &self,
+        request: &ClassifyRequest,
         key: &str,
         error: RouterError,
         attempts: u32,
@@ -416,10 +499,8 @@ where
     ) -> Resolution {
         let now = self.platform.now_ms();
         let stale = self
-            .memory
-            .borrow_mut()
-            .get(key, now)
-            .map(|(e, _)| e.classification.clone());
+            .memory_lookup(request, key, now)
+            .map(|(classification, _)| classification);
         Resolution {
             level: if stale.is_some() {
                 CacheLevel::Stale
@@ -439,43 +520,63 @@ where
     /// error like a 5xx); never on 4xx or an answer it cannot read. Every
     /// attempt's outcome feeds the breaker, and a retry needs the breaker
     /// closed and room in the retry budget.
+    ///
+    /// A learn question is asked of a cell ([`TopologyTransport::learn`])
+    /// under route learning's own breaker, alike otherwise.
     async fn call_service(
         &self,
+        request: &ClassifyRequest,
         body: &str,
         trace: &Trace,
-    ) -> (Result<(Classification, RawAnswer), RouterError>, u32) {
+    ) -> (Result<(Classification, RawAnswer, Scope), RouterError>, u32) {
+        let learning = request.kind == ClassifyKind::Learn;
+        let (method, path) = learn::method_and_path(request.value.as_deref().unwrap_or(""));
+        let guard = if learning {
+            &self.learn_guard
+        } else {
+            &self.guard
+        };
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let outcome = self
-                .transport
-                .classify(body, self.client.timeout_ms, trace)
-                .await;
+            let timeout_ms = self.client.timeout_ms;
+            let outcome = if learning {
+                self.transport.learn(method, path, timeout_ms, trace).await
+            } else {
+                self.transport.classify(body, timeout_ms, trace).await
+            };
+            let parsed = |raw: &RawAnswer| {
+                if learning {
+                    learn::parse_answer(raw.status, &raw.body, path)
+                        .map(|l| (l.classification, l.scope))
+                } else {
+                    parse_answer(raw.status, &raw.body).map(|c| (c, Scope::Exact))
+                }
+            };
             let error = match outcome {
-                Ok(raw) => match parse_answer(raw.status, &raw.body) {
-                    Ok(classification) => {
-                        self.guard.borrow_mut().record(true, self.platform.now_ms());
-                        return (Ok((classification, raw)), attempt);
+                Ok(raw) => match parsed(&raw) {
+                    Ok((classification, scope)) => {
+                        guard.borrow_mut().record(true, self.platform.now_ms());
+                        return (Ok((classification, raw, scope)), attempt);
                     }
-                    Err(e @ RouterError::TopologyStatus(status))
-                        if status >= 500 || (300..400).contains(&status) =>
-                    {
+                    Err(
                         e
-                    }
+                        @ (RouterError::TopologyStatus(status) | RouterError::LearnStatus(status)),
+                    ) if status >= 500 || (300..400).contains(&status) => e,
                     Err(e) => {
                         // The service answered (a 4xx, an odd body): it is up.
-                        self.guard.borrow_mut().record(true, self.platform.now_ms());
+                        guard.borrow_mut().record(true, self.platform.now_ms());
                         return (Err(e), attempt);
                     }
                 },
-                Err(TransportError::Timeout) => {
-                    RouterError::TopologyTimeout(self.client.timeout_ms)
-                }
+                Err(TransportError::Timeout) if learning => RouterError::LearnTimeout(timeout_ms),
+                Err(TransportError::Timeout) => RouterError::TopologyTimeout(timeout_ms),
+                Err(TransportError::Connect(why)) if learning => RouterError::LearnUnreachable(why),
                 Err(TransportError::Connect(why)) => RouterError::TopologyUnreachable(why),
             };
             let now = self.platform.now_ms();
             let retry = {
-                let mut guard = self.guard.borrow_mut();
+                let mut guard = guard.borrow_mut();
                 guard.record(false, now);
                 attempt <= self.client.retries && guard.allow_retry(now).is_ok()
             };

@@ -154,6 +154,18 @@ impl Ruleset {
         })
     }
 
+    /// Whether a rule classifies through route learning
+    /// (`"source": "learn"`): the edge then needs a resolver even without
+    /// a Topology Service.
+    pub fn uses_learning(&self) -> bool {
+        self.rules.iter().any(|r| {
+            matches!(
+                &r.action,
+                RuleAction::Classify { kind, .. } if *kind == crate::ClassifyKind::Learn
+            )
+        })
+    }
+
     /// The headers the rules read (lower case), so the edge copies no more.
     pub fn header_interest(&self) -> &HeaderInterest {
         &self.interest

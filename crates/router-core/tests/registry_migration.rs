@@ -16,6 +16,8 @@ use serde_json::Value;
 
 const MIGRATED_RULE: &str = "registry_repository_migrated";
 const LEGACY_RULE: &str = "registry_repository_legacy";
+/// The migrated repositories' writes (`onOutage: unavailable`).
+const WRITE_RULE: &str = "registry_repository_migrated_write";
 const TOKEN_RULE: &str = "registry_base_token_migrated";
 
 fn repo_root() -> PathBuf {
@@ -171,6 +173,16 @@ fn requests_of(repo: &str) -> Vec<RequestParts> {
     .collect()
 }
 
+/// Where a decision sends a request: action, classify question, proxy.
+fn destination(d: &router_core::Decision) -> (Value, Value, Value) {
+    let e = d.explain();
+    (
+        e["action"].clone(),
+        e["classify"].clone(),
+        e["proxy"].clone(),
+    )
+}
+
 fn migrated(rules: &Ruleset, repo: &str) -> bool {
     let decision = rules.decide(&manifest_request(repo));
     match decision.rule_id {
@@ -211,6 +223,11 @@ fn token_and_path_rollouts_are_the_same_knobs() {
         rollout(TOKEN_RULE),
         rollout(MIGRATED_RULE),
         "the token rule's include/exclude/percentage/seed must equal the path rule's, or a repository's ping and its pushes would go to different registries"
+    );
+    assert_eq!(
+        rollout(WRITE_RULE),
+        rollout(MIGRATED_RULE),
+        "the write rule's rollout must equal the read rule's, or a repository's pushes and pulls would go to different registries"
     );
     assert_eq!(
         rollout(MIGRATED_RULE)["percentage"],
@@ -305,8 +322,10 @@ fn every_request_of_a_repository_goes_to_one_place() {
             let first = rules.decide(&manifest_request(repo));
             for request in requests_of(repo) {
                 let got = rules.decide(&request);
+                // Writes have their own rule (onOutage: unavailable) that
+                // must send them where the reads go.
                 assert!(
-                    got == first,
+                    destination(&got) == destination(&first),
                     "{repo} at {pct} %: {} {}: {} but the manifest went {}",
                     request.method,
                     request.path,

@@ -119,6 +119,8 @@ fn schema_agrees_with_the_core() {
                 "transform": [{"type": "base64", "input": "${c}", "output": "basic", "extract": "^[^:]*:(?<password>.+)$"},
                               {"type": "routable-token-payload", "input": "${basic.password}", "output": "d"}],
                 "action": "classify", "classify": {"type": "CELL_ID", "value": "${d.c}"}}]),
+        json!([{"action": "classify", "classify": {"source": "learn", "notFound": "next-rule"}}, proxy]),
+        json!([{"action": "classify", "classify": {"source": "topology", "type": "FIRST_CELL"}}]),
     ];
     let reject = [
         json!([]),
@@ -153,6 +155,10 @@ fn schema_agrees_with_the_core() {
         json!([{"validate": {"exists": []}, "action": "proxy"}]),
         json!([{"rollout": {"value": "x", "percentage": 150}, "action": "proxy"}]),
         json!([{"rollout": {"include": []}, "action": "proxy"}]),
+        json!([{"action": "classify", "classify": {"source": "learn", "type": "ROUTE", "value": "x"}}]),
+        json!([{"action": "classify", "classify": {"source": "learn", "value": "${x}"}}]),
+        json!([{"action": "classify", "classify": {"source": "oracle"}}]),
+        json!([{"action": "classify", "classify": {"source": "topology"}}]),
     ];
     for doc in &accept {
         let core = Ruleset::from_json("t", &doc.to_string());

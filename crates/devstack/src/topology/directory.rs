@@ -320,6 +320,119 @@ impl Directory {
     }
 }
 
+/// What the learn endpoint (`GET /api/v4/internal/cells/learn`) answers
+/// for a path: route learning's view of the same topology data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Learned {
+    Found {
+        /// The prefix (or, when `exact`, the path) the answer is for.
+        path: String,
+        /// Index into [`Directory::cells`].
+        cell: usize,
+        /// `routable` (a namespace or project) or `fixed` (the
+        /// application's own routes).
+        source: &'static str,
+        exact: bool,
+    },
+    /// No cell owns the path; `prefix`: nor anything under this prefix
+    /// (the path's first segment, when no route entry starts with it).
+    NotFound { prefix: Option<String> },
+}
+
+impl Directory {
+    /// Route learning for `path_info`: paths under `/-/` are fixed routes
+    /// of the first cell, each exact; a reserved top-level route (`/api`,
+    /// `/explore`, …) is a fixed prefix of the first cell; a namespace path
+    /// is routable on the cell owning its longest route entry, answered
+    /// with that entry's prefix in the request's own spelling, made deeper
+    /// while another cell owns an entry under it (`gitlab-org` is cell 1's
+    /// but `gitlab-org/cell2-moved` cell 2's: `/gitlab-org/www` is
+    /// answered with the prefix `/gitlab-org/www`, not `/gitlab-org`). A
+    /// path no cell owns is not found.
+    pub fn learn(&self, path_info: &str) -> Learned {
+        let path = path_info.trim_end_matches('/');
+        let Some(rest) = path.strip_prefix('/') else {
+            return Learned::NotFound { prefix: None };
+        };
+        let segments: Vec<&str> = rest.split('/').collect();
+        let first = segments[0];
+        if self.cells.is_empty() || first.is_empty() {
+            return Learned::NotFound { prefix: None };
+        }
+        if first == "-" {
+            return Learned::Found {
+                path: path.to_string(),
+                cell: 0,
+                source: "fixed",
+                exact: true,
+            };
+        }
+        if router_core::reserved::is_reserved_top_level_route(first) {
+            return Learned::Found {
+                path: format!("/{first}"),
+                cell: 0,
+                source: "fixed",
+                exact: false,
+            };
+        }
+        // The namespace part: up to GitLab's `/-/` separator.
+        let route_len = segments
+            .iter()
+            .position(|s| *s == "-")
+            .unwrap_or(segments.len());
+        let route = segments[..route_len].join("/");
+        let Some((cell, entry)) = self.longest_route(&route) else {
+            let below = format!("{}/", normalize_route(first));
+            let owned_below = self
+                .cells
+                .iter()
+                .any(|c| c.routes.iter().any(|r| r.starts_with(below.as_str())));
+            return Learned::NotFound {
+                prefix: (!owned_below).then(|| format!("/{first}")),
+            };
+        };
+        let mut depth = entry.split('/').count();
+        let others_below = |prefix: &str| {
+            let below = format!("{prefix}/");
+            self.cells
+                .iter()
+                .enumerate()
+                .any(|(i, c)| i != cell && c.routes.iter().any(|r| r.starts_with(below.as_str())))
+        };
+        while others_below(&normalize_route(&segments[..depth].join("/"))) {
+            if depth == route_len {
+                // Nothing deeper to answer with: this path only.
+                return Learned::Found {
+                    path: path.to_string(),
+                    cell,
+                    source: "routable",
+                    exact: true,
+                };
+            }
+            depth += 1;
+        }
+        Learned::Found {
+            path: format!("/{}", segments[..depth].join("/")),
+            cell,
+            source: "routable",
+            exact: false,
+        }
+    }
+
+    /// The cell and entry (normalized) of the longest route entry `route`
+    /// is equal to or under.
+    fn longest_route(&self, route: &str) -> Option<(usize, String)> {
+        let route = normalize_route(route);
+        let i = self.match_route(&route, |c| &c.routes)?;
+        self.cells[i]
+            .routes
+            .iter()
+            .filter(|e| route == **e || route.starts_with(&format!("{e}/")))
+            .max_by_key(|e| e.len())
+            .map(|e| (i, e.clone()))
+    }
+}
+
 /// `organizationPath` → `classify-claim-organization-path`.
 fn claim_tag(key: &str) -> String {
     let mut out = String::from("classify-claim-");
@@ -342,6 +455,58 @@ mod tests {
     fn dir() -> Directory {
         let cfg = Config::parse(include_str!("../../../../devstack/topology.toml")).unwrap();
         Directory::new(&cfg, &HashMap::new()).unwrap()
+    }
+
+    #[test]
+    fn learning_answers_prefixes_fixed_routes_and_not_found() {
+        let d = dir();
+        let found = |p: &str| match d.learn(p) {
+            Learned::Found {
+                path,
+                cell,
+                source,
+                exact,
+            } => Some((path, d.cells[cell].id, source, exact)),
+            Learned::NotFound { .. } => None,
+        };
+        assert_eq!(
+            found("/cell2-group/demo/-/issues"),
+            Some(("/cell2-group".into(), 2, "routable", false))
+        );
+        assert_eq!(
+            found("/Cell3-Group/x"),
+            Some(("/Cell3-Group".into(), 3, "routable", false))
+        );
+        // gitlab-org is cell 1's, gitlab-org/cell2-moved cell 2's.
+        assert_eq!(
+            found("/gitlab-org/gitlab/-/issues"),
+            Some(("/gitlab-org/gitlab".into(), 1, "routable", false))
+        );
+        assert_eq!(
+            found("/gitlab-org/cell2-moved/app"),
+            Some(("/gitlab-org/cell2-moved".into(), 2, "routable", false))
+        );
+        assert_eq!(
+            found("/gitlab-org"),
+            Some(("/gitlab-org".into(), 1, "routable", true))
+        );
+        assert_eq!(
+            found("/-/profile"),
+            Some(("/-/profile".into(), 1, "fixed", true))
+        );
+        assert_eq!(
+            found("/explore/projects"),
+            Some(("/explore".into(), 1, "fixed", false))
+        );
+        assert_eq!(found("/nobody/app"), None);
+        assert_eq!(
+            d.learn("/nobody/app/-/tree"),
+            Learned::NotFound {
+                prefix: Some("/nobody".into())
+            }
+        );
+        assert_eq!(found("/"), None);
+        assert_eq!(found("relative"), None);
     }
 
     fn cell_of(a: Answer) -> Option<u64> {

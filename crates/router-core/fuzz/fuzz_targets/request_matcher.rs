@@ -150,6 +150,9 @@ fn check(ruleset: &Ruleset, req: &RequestParts) {
             assert_eq!(body["claims"][0]["route"].as_str(), Some(v));
             assert_eq!(body["claims"].as_array().map(Vec::len), Some(1));
         }
+        ClassifyKind::Learn => {
+            assert_eq!(body["learn"]["path_info"].as_str(), Some(req.path.as_str()));
+        }
     }
     let _ = c.cache_key();
 }

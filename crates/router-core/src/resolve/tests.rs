@@ -45,6 +45,8 @@ struct FakeService {
     platform: Rc<FakePlatform>,
     /// While closed, calls wait, so concurrent callers overlap for sure.
     gate: Rc<Gate>,
+    /// Learn calls, as `METHOD path`.
+    learned: RefCell<Vec<String>>,
 }
 
 #[derive(Default)]
@@ -120,6 +122,153 @@ impl TopologyTransport for Rc<FakeService> {
         }
         next
     }
+
+    async fn learn(
+        &self,
+        method: &str,
+        path: &str,
+        timeout_ms: u32,
+        trace: &crate::trace::Trace,
+    ) -> Result<RawAnswer, TransportError> {
+        self.learned.borrow_mut().push(format!("{method} {path}"));
+        self.classify("", timeout_ms, trace).await
+    }
+}
+
+fn learned(body: &str, cache_control: &str) -> Result<RawAnswer, TransportError> {
+    Ok(RawAnswer {
+        status: 200,
+        body: body.into(),
+        cache_control: Some(cache_control.into()),
+        cache_tag: None,
+    })
+}
+
+fn learn_q(path: &str) -> ClassifyRequest {
+    crate::learn::question("GET", path, Target::Web)
+}
+
+const PREFIX_G: &str =
+    r#"{"path":"/g/p","cell":"cell_2","source":"routable","address":"cell-2:8080"}"#;
+
+#[test]
+fn a_learned_prefix_serves_every_path_under_it_without_a_call() {
+    let (resolver, service, shared, _) = setup();
+    service.push(learned(PREFIX_G, "max-age=60"));
+    let first = run(resolver.resolve(&learn_q("/g/p/-/issues")));
+    assert_eq!(
+        (first.level, address(&first)),
+        (CacheLevel::Service, Some("cell-2:8080"))
+    );
+    assert_eq!(service.learned.borrow().as_slice(), ["GET /g/p/-/issues"]);
+    for path in ["/g/p", "/g/p/-/merge_requests/1", "/g/p/sub/deeper/x"] {
+        let hit = resolver
+            .resolve_from_memory(&learn_q(path))
+            .unwrap_or_else(|| panic!("{path} not served by the prefix"));
+        assert_eq!(
+            (hit.level, address(&hit)),
+            (CacheLevel::Memory, Some("cell-2:8080"))
+        );
+    }
+    // Not under it: a sibling, the parent, a longer segment.
+    for path in ["/g/q", "/g", "/g/px/y"] {
+        assert_eq!(resolver.resolve_from_memory(&learn_q(path)), None, "{path}");
+    }
+    assert_eq!(service.calls.get(), 1);
+    // The shared cache holds it under the prefix: a cold isolate asking
+    // another path under it needs no call either.
+    assert_eq!(shared.entries.borrow().len(), 1);
+    let (cold, cold_service, cold_shared, _) = setup();
+    *cold_shared.entries.borrow_mut() = shared.entries.borrow().clone();
+    let r = run(cold.resolve(&learn_q("/g/p/-/wikis")));
+    assert_eq!(
+        (r.level, address(&r)),
+        (CacheLevel::CacheApi, Some("cell-2:8080"))
+    );
+    assert_eq!(cold_service.calls.get(), 0);
+    assert!(cold.resolve_from_memory(&learn_q("/g/p/x")).is_some());
+}
+
+#[test]
+fn an_exact_learn_answer_covers_only_its_method_and_path() {
+    let (resolver, service, _, _) = setup();
+    service.push(learned(
+        r#"{"path":"/-/profile","cell":"cell_1","source":"fixed","exact":true,"address":"cell-1"}"#,
+        "max-age=60",
+    ));
+    run(resolver.resolve(&learn_q("/-/profile")));
+    assert!(resolver
+        .resolve_from_memory(&learn_q("/-/profile"))
+        .is_some());
+    assert_eq!(
+        resolver.resolve_from_memory(&learn_q("/-/profile/keys")),
+        None
+    );
+    let post = crate::learn::question("POST", "/-/profile", Target::Web);
+    assert_eq!(resolver.resolve_from_memory(&post), None);
+    // A 404 is a negative answer for that path alone.
+    service.push(status(404));
+    let none = run(resolver.resolve(&learn_q("/nobody/x")));
+    assert_eq!(none.classification, Some(Classification::NotFound));
+    assert!(resolver
+        .resolve_from_memory(&learn_q("/nobody/x"))
+        .is_some());
+    assert_eq!(resolver.resolve_from_memory(&learn_q("/nobody/y")), None);
+    assert_eq!(service.calls.get(), 2);
+}
+
+#[test]
+fn a_failing_or_garbage_learn_call_ends_at_the_legacy_cell() {
+    let (resolver, service, _, _) = setup();
+    service.push(learned(r#"{"path":42}"#, "max-age=60"));
+    let garbage = run(resolver.resolve(&learn_q("/g/p")));
+    assert_eq!(
+        (garbage.level, garbage.classification.clone()),
+        (CacheLevel::Fallback, None)
+    );
+    assert!(
+        matches!(garbage.error, Some(RouterError::LearnBadAnswer(_))),
+        "{garbage:?}"
+    );
+    // Not cached: the next request asks again.
+    for _ in 0..3 {
+        service.push(status(500));
+    }
+    let failed = run(resolver.resolve(&learn_q("/g/p")));
+    assert_eq!(failed.classification, None);
+    assert_eq!(failed.error, Some(RouterError::LearnStatus(500)));
+    assert_eq!(failed.attempts, 3, "retried like a service 5xx");
+    // A prefix that does not cover the path is refused.
+    service.push(learned(PREFIX_G, "max-age=60"));
+    let other = run(resolver.resolve(&learn_q("/h/x")));
+    assert!(matches!(other.error, Some(RouterError::LearnBadAnswer(_))));
+    assert_eq!(resolver.resolve_from_memory(&learn_q("/g/p/x")), None);
+}
+
+#[test]
+fn concurrent_first_requests_for_a_path_share_one_learn_call() {
+    let (resolver, service, _, _) = setup();
+    service.gate.closed.set(true);
+    service.push(learned(PREFIX_G, "max-age=60"));
+    let mut pool = LocalPool::new();
+    let results = Rc::new(RefCell::new(Vec::new()));
+    for _ in 0..50 {
+        let resolver = resolver.clone();
+        let results = results.clone();
+        pool.spawner()
+            .spawn_local(async move {
+                let r = resolver.resolve(&learn_q("/g/p/-/issues")).await;
+                results.borrow_mut().push(r);
+            })
+            .unwrap();
+    }
+    pool.run_until_stalled();
+    service.gate.open();
+    pool.run();
+    assert_eq!(service.calls.get(), 1);
+    let results = results.borrow();
+    assert!(results.iter().all(|r| address(r) == Some("cell-2:8080")));
+    assert_eq!(results.iter().filter(|r| r.coalesced).count(), 49);
 }
 
 #[derive(Default)]
@@ -647,4 +796,25 @@ fn no_stale_answer_survives_a_purge() {
         (res.level, res.classification),
         (CacheLevel::Fallback, None)
     );
+}
+
+#[test]
+fn a_purge_drops_learned_prefixes_too() {
+    let (resolver, service, shared, _) = setup();
+    service.push(learned(PREFIX_G, "max-age=60"));
+    run(resolver.resolve(&learn_q("/g/p/-/issues")));
+    assert!(resolver.resolve_from_memory(&learn_q("/g/p/x")).is_some());
+    resolver.purge(1);
+    assert_eq!(resolver.resolve_from_memory(&learn_q("/g/p/x")), None);
+    // The shared copy is under generation 0: not read. The path is asked
+    // again, and the new answer is kept under generation 1.
+    service.push(learned(PREFIX_G, "max-age=60"));
+    let again = run(resolver.resolve(&learn_q("/g/p/x")));
+    assert_eq!(again.level, CacheLevel::Service);
+    assert_eq!(service.calls.get(), 2);
+    assert!(shared
+        .entries
+        .borrow()
+        .keys()
+        .any(|k| k.starts_with("g1/learn-web-")));
 }

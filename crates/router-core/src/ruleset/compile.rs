@@ -190,8 +190,31 @@ pub(super) fn compile_rule(
             let cl = spec
                 .classify
                 .ok_or_else(|| c.err("action is classify but there is no classify block"))?;
-            let kind = ClassifyKind::parse(&cl.kind)
-                .ok_or_else(|| c.err(format!("classify.type: unknown type {:?}", cl.kind)))?;
+            let kind = match (cl.source.as_deref(), cl.kind.as_deref()) {
+                (Some("learn"), None) => {
+                    if cl.value.is_some() {
+                        return Err(c.err(
+                            "classify.value: a learn classification asks with the request's method and path; it takes no value",
+                        ));
+                    }
+                    ClassifyKind::Learn
+                }
+                (Some("learn"), Some(_)) => {
+                    return Err(c.err(
+                        "classify.type: a learn classification has no type (the cell's learn endpoint answers for the path)",
+                    ))
+                }
+                (None | Some("topology"), Some(kind)) => ClassifyKind::parse(kind)
+                    .ok_or_else(|| c.err(format!("classify.type: unknown type {kind:?}")))?,
+                (None | Some("topology"), None) => {
+                    return Err(c.err("classify.type: missing (or give \"source\": \"learn\")"))
+                }
+                (Some(other), _) => {
+                    return Err(c.err(format!(
+                        "classify.source: {other:?} is neither topology nor learn"
+                    )))
+                }
+            };
             let target = match cl.target.as_deref() {
                 None => Target::Web,
                 Some(t) => Target::parse(t).ok_or_else(|| {
@@ -200,7 +223,7 @@ pub(super) fn compile_rule(
                     ))
                 })?,
             };
-            let value = match (&cl.value, kind.needs_value()) {
+            let value = match (&cl.value, kind.needs_value() && kind != ClassifyKind::Learn) {
                 (Some(v), _) => Some(compile_template(
                     c,
                     "classify.value",

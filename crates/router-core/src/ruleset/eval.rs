@@ -6,7 +6,7 @@ use regex::Regex;
 
 use super::model::*;
 use super::Action;
-use crate::classify::ClassifyRequest;
+use crate::classify::{ClassifyKind, ClassifyRequest};
 use crate::request::RequestParts;
 use crate::template::{Scope, Segment};
 use crate::transform::Output;
@@ -129,6 +129,12 @@ impl Rule {
             && self.rollout.is_none()
             && match &self.action {
                 RuleAction::Proxy { .. } | RuleAction::Reject { .. } | RuleAction::Spread => true,
+                // A rule that hands not-found keys on leaves the rules
+                // after it reachable.
+                RuleAction::Classify {
+                    next_on_not_found: true,
+                    ..
+                } => false,
                 RuleAction::Classify { value, .. } => value
                     .as_ref()
                     .is_none_or(|t| t.segments.iter().all(|s| matches!(s, Segment::Literal(_)))),
@@ -189,6 +195,14 @@ impl Rule {
                 message,
             },
             RuleAction::Spread => Action::Spread,
+            RuleAction::Classify {
+                kind,
+                value,
+                target,
+                ..
+            } if *kind == ClassifyKind::Learn => {
+                Action::Classify(crate::learn::question(&req.method, &req.path, *target))
+            }
             RuleAction::Classify {
                 kind,
                 value,

@@ -139,8 +139,14 @@ pub(super) struct RolloutSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ClassifySpec {
-    #[serde(rename = "type")]
-    pub(super) kind: String,
+    /// The classify type; not given with `"source": "learn"`.
+    #[serde(rename = "type", default)]
+    pub(super) kind: Option<String>,
+    /// Who answers: `topology` (the Topology Service, the default) or
+    /// `learn` (route learning: a cell's learn endpoint, asked with the
+    /// request's method and path; no type or value).
+    #[serde(default)]
+    pub(super) source: Option<String>,
     #[serde(default)]
     pub(super) value: Option<String>,
     #[serde(default)]

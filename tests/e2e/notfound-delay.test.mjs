@@ -1,0 +1,177 @@
+// GITLAB_NOT_FOUND_DELAY_MS through the real worker in workerd, in front of
+// `devstack up` (the `cells` ruleset, the Topology Service): a 404 a cell
+// returns for a classified request waits a random delay in the range before
+// the router returns it; 200s, unclassified requests and the router's own
+// answers do not. The demo cells answer any status asked with
+// `x-demo-status`.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { startDemoStack, request, requestLogs } from "./harness.mjs";
+
+const MIN = 100;
+const MAX = 500;
+// Router 1 holds its 404s longer, so 200 of them surely wait at once.
+const LONG = "2000-3000";
+const MiB = 1024 * 1024;
+let stack;
+
+before(async () => {
+  stack = await startDemoStack({
+    routers: 2,
+    vars: { GITLAB_NOT_FOUND_DELAY_MS: `${MIN}-${MAX}` },
+    routerVars: [{}, { GITLAB_NOT_FOUND_DELAY_MS: LONG }],
+  });
+  // Warm: wasm instantiated, cell 2's group classified.
+  for (const url of stack.urls) for (let i = 0; i < 5; i++) await request(`${url}/cell2-group/warm`);
+});
+
+after(async () => {
+  await stack?.stop();
+});
+
+/** Milliseconds `path` takes through the router, and its status. */
+async function timed(path, headers = {}, router = 0) {
+  const started = performance.now();
+  let bytes = 0;
+  const res = await request(`${stack.urls[router]}${path}`, { headers, sink: (chunk) => (bytes += chunk.length) });
+  return { ms: performance.now() - started, status: res.status, cell: res.headers["x-demo-cell"], bytes };
+}
+
+const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+
+test("200 cell 404s for a classified path are delayed, spread over the range", async (t) => {
+  const times = [];
+  // 20 rounds of 10 at once (few enough that queueing on two cores does
+  // not blur the figures): 200 delays in about 6 s.
+  for (let round = 0; round < 20; round++) {
+    const batch = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => timed(`/cell2-group/missing-${round}-${i}`, { "x-demo-status": "404" })),
+    );
+    for (const r of batch) {
+      assert.equal(r.status, 404);
+      assert.equal(r.cell, "2");
+      times.push(r.ms);
+    }
+  }
+  times.sort((a, b) => a - b);
+  const figures = {
+    n: times.length,
+    min: Math.round(times[0]),
+    p10: Math.round(quantile(times, 0.1)),
+    p25: Math.round(quantile(times, 0.25)),
+    p50: Math.round(quantile(times, 0.5)),
+    p75: Math.round(quantile(times, 0.75)),
+    p90: Math.round(quantile(times, 0.9)),
+    max: Math.round(times[times.length - 1]),
+  };
+  const buckets = Array(8).fill(0);
+  for (const ms of times) buckets[Math.min(7, Math.max(0, Math.floor(((ms - MIN) / (MAX - MIN)) * 8)))]++;
+  t.diagnostic(`404 delays (ms, client side) ${JSON.stringify(figures)}; per eighth of the range ${JSON.stringify(buckets)}`);
+  // Never shorter than the range's floor (timers may run a little late,
+  // never early), never far past its ceiling (a loaded machine adds
+  // its queueing on top).
+  assert.ok(times[0] >= MIN - 5, `fastest ${times[0]} ms`);
+  assert.ok(times[times.length - 1] <= MAX + 500, `slowest ${times[times.length - 1]} ms`);
+  // Spread: uniform over 100-500 has quartiles near 200, 300 and 400, so
+  // half the delays lie in a 200 ms band; one fixed delay would put them
+  // within a few ms of each other.
+  assert.ok(figures.p75 - figures.p25 > 100, `interquartile ${figures.p75 - figures.p25} ms`);
+  assert.ok(figures.p50 > MIN + 100 && figures.p50 < MAX + 200, `p50 ${figures.p50}`);
+  assert.ok(buckets.filter((b) => b > 0).length >= 6, `buckets ${buckets}`);
+});
+
+test("200s, unclassified 404s and other statuses are not delayed", async (t) => {
+  const ok = [];
+  for (let round = 0; round < 20; round++) {
+    const batch = await Promise.all(Array.from({ length: 10 }, (_, i) => timed(`/cell2-group/found-${round}-${i}`)));
+    for (const r of batch) {
+      assert.equal(r.status, 200);
+      ok.push(r.ms);
+    }
+  }
+  ok.sort((a, b) => a - b);
+  t.diagnostic(`200s (ms): p50 ${Math.round(quantile(ok, 0.5))}, p90 ${Math.round(quantile(ok, 0.9))}, max ${Math.round(ok[ok.length - 1])}`);
+  // Medians: a loaded machine (two cores, other builds) puts a tail on
+  // any single request; a delayed 404 is never under MIN.
+  assert.ok(quantile(ok, 0.5) < MIN, `p50 of the 200s is ${quantile(ok, 0.5)} ms`);
+
+  const median = async (path, headers, expect) => {
+    const times = [];
+    for (let i = 0; i < 20; i++) {
+      const r = await timed(path, headers);
+      assert.equal(r.status, expect.status);
+      assert.equal(r.cell, expect.cell);
+      times.push(r.ms);
+    }
+    return quantile(times.sort((a, b) => a - b), 0.5);
+  };
+  // The root page goes to the legacy cell by the ruleset's last rule, no
+  // classification: its 404 is not delayed.
+  const root = await median("/", { "x-demo-status": "404" }, { status: 404, cell: "1" });
+  assert.ok(root < MIN, `unclassified 404s took ${root} ms (median)`);
+  const line = requestLogs(stack).findLast((l) => l.path === "/");
+  assert.equal(line.action, "proxy");
+  // Other statuses from the cell are not delayed either.
+  const gone = await median("/cell2-group/gone", { "x-demo-status": "410" }, { status: 410, cell: "2" });
+  assert.ok(gone < MIN, `410s took ${gone} ms (median)`);
+  t.diagnostic(`medians: unclassified 404 ${Math.round(root)} ms, classified 410 ${Math.round(gone)} ms`);
+});
+
+/** PIDs of this process's workerd children. */
+function workerdChildren() {
+  const pids = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === process.pid && readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0")[0].endsWith("workerd")) pids.push(Number(entry));
+    } catch {
+      // gone while we looked
+    }
+  }
+  return pids;
+}
+
+const rss = (pid) => Number(readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:")).split(/\s+/)[1]) * 1024;
+
+test("200 delayed 404s waiting at once hold no bodies: workerd's memory stays flat", async (t) => {
+  const [workerd] = workerdChildren();
+  assert.ok(workerd, "workerd's pid");
+  const N = 200;
+  const BODY = MiB; // each 404 carries 1 MiB: 200 MiB if they were buffered
+  await sleep(300);
+  const before = rss(workerd);
+  let during = before;
+  let done = false;
+  const sends = [];
+  const firstDone = [];
+  const all = Promise.all(
+    Array.from({ length: N }, (_, i) => {
+      sends.push(performance.now());
+      return timed(`/cell2-group/big-missing-${i}`, { "x-demo-status": "404", "x-demo-response-bytes": String(BODY) }, 1).then((r) => {
+        firstDone.push(performance.now());
+        return r;
+      });
+    }),
+  ).finally(() => (done = true));
+  while (!done) {
+    during = Math.max(during, rss(workerd));
+    await sleep(20);
+  }
+  const results = await all;
+  for (const r of results) {
+    assert.equal(r.status, 404);
+    assert.equal(r.bytes, BODY, "the whole body arrives after the delay");
+    assert.ok(r.ms >= 2000 - 5, `a ${r.ms} ms answer`);
+  }
+  const lastSend = Math.max(...sends);
+  const firstAnswer = Math.min(...firstDone);
+  t.diagnostic(
+    `${N} delayed 404s of ${BODY} bytes: all sent ${Math.round(firstAnswer - lastSend)} ms before the first answer; workerd RSS before ${(before / MiB).toFixed(1)} MiB, max during ${(during / MiB).toFixed(1)} MiB`,
+  );
+  assert.ok(firstAnswer > lastSend, "all 200 were waiting at once");
+  assert.ok(during - before < 64 * MiB, `RSS grew by ${((during - before) / MiB).toFixed(1)} MiB`);
+});
