@@ -331,7 +331,7 @@ impl HealthStore {
             .await
             .ok()?
             .as_string()?;
-        serde_json::from_str(&text).ok()
+        HealthRecord::decode(&text)
     }
 
     /// Stores `record` for `ttl_secs`; a failure only costs isolates the
@@ -340,11 +340,9 @@ impl HealthStore {
         let Some(cache) = CacheApi::default_cache() else {
             return;
         };
-        let Ok(body) = serde_json::to_string(record) else {
-            return;
-        };
+        let body = record.encode();
         let Ok(headers) = Headers::new() else { return };
-        let _ = headers.set("content-type", "application/json");
+        let _ = headers.set("content-type", "text/plain");
         let _ = headers.set("cache-control", &format!("max-age={ttl_secs}"));
         let init = web_sys::ResponseInit::new();
         init.set_headers(&headers);

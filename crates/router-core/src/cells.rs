@@ -21,7 +21,6 @@
 //! * **Spread**: [`CellHealth::choose`] picks a random cell among those
 //!   whose circuit is closed.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::forward::validate_address;
@@ -31,28 +30,24 @@ use crate::forward::validate_address;
 pub const DEFAULT_HEALTH_PATH: &str = "/-/readiness";
 
 /// One listed cell.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cell {
     pub id: u64,
     pub address: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub registry_address: Option<String>,
     pub session_prefix: String,
     pub health_path: String,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CellSpec {
-    id: Value,
-    address: String,
-    #[serde(default)]
-    registry_address: Option<String>,
-    #[serde(default)]
-    session_prefix: Option<String>,
-    #[serde(default)]
-    health_path: Option<String>,
-}
+/// The fields a `GITLAB_CELLS` entry may have. Read by hand from a JSON
+/// value (a serde derive costs the wasm kilobytes).
+const FIELDS: [&str; 5] = [
+    "id",
+    "address",
+    "registry_address",
+    "session_prefix",
+    "health_path",
+];
 
 /// The cells of `GITLAB_CELLS`, in the order given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -146,26 +141,58 @@ impl CellList {
 
     /// The list as `GITLAB_CELLS` spells it (every field written).
     pub fn to_json(&self) -> String {
-        serde_json::to_string(&self.cells).unwrap_or_else(|_| "[]".to_string())
+        let cells: Vec<Value> = self
+            .cells
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::json!({
+                    "id": c.id,
+                    "address": c.address,
+                    "session_prefix": c.session_prefix,
+                    "health_path": c.health_path,
+                });
+                if let Some(r) = &c.registry_address {
+                    v["registry_address"] = Value::String(r.clone());
+                }
+                v
+            })
+            .collect();
+        Value::Array(cells).to_string()
     }
 }
 
 impl Cell {
     fn from_value(value: Value) -> Result<Cell, String> {
-        let spec: CellSpec = serde_json::from_value(value).map_err(|e| e.to_string())?;
-        let id = match &spec.id {
+        let Value::Object(fields) = value else {
+            return Err("not an object".to_string());
+        };
+        if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            return Err(format!("unknown field {unknown:?}"));
+        }
+        let text = |name: &str| -> Result<Option<String>, String> {
+            match fields.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(other) => Err(format!("{name} {other}: not a string")),
+            }
+        };
+        let raw_id = fields.get("id").ok_or("missing field id")?;
+        let id = match raw_id {
             Value::Number(n) => n.as_u64(),
             Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
                 s.parse().ok()
             }
             _ => None,
         }
-        .ok_or_else(|| format!("id {}: not a non-negative integer", spec.id))?;
-        validate_address(&spec.address).map_err(|e| format!("cell {id}: address: {e}"))?;
-        if let Some(registry) = &spec.registry_address {
+        .ok_or_else(|| format!("id {raw_id}: not a non-negative integer"))?;
+        let address =
+            text("address")?.ok_or_else(|| format!("cell {id}: missing field address"))?;
+        validate_address(&address).map_err(|e| format!("cell {id}: address: {e}"))?;
+        let registry_address = text("registry_address")?;
+        if let Some(registry) = &registry_address {
             validate_address(registry).map_err(|e| format!("cell {id}: registry_address: {e}"))?;
         }
-        let session_prefix = spec.session_prefix.unwrap_or_else(|| format!("cell-{id}"));
+        let session_prefix = text("session_prefix")?.unwrap_or_else(|| format!("cell-{id}"));
         if session_prefix.is_empty()
             || !session_prefix
                 .bytes()
@@ -175,9 +202,7 @@ impl Cell {
                 "cell {id}: session_prefix {session_prefix:?}: want letters, digits, - and _"
             ));
         }
-        let health_path = spec
-            .health_path
-            .unwrap_or_else(|| DEFAULT_HEALTH_PATH.to_string());
+        let health_path = text("health_path")?.unwrap_or_else(|| DEFAULT_HEALTH_PATH.to_string());
         if !health_path.starts_with('/')
             || health_path.starts_with("//")
             || health_path
@@ -190,8 +215,8 @@ impl Cell {
         }
         Ok(Cell {
             id,
-            address: spec.address,
-            registry_address: spec.registry_address,
+            address,
+            registry_address,
             session_prefix,
             health_path,
         })
@@ -398,20 +423,19 @@ pub fn is_long_lived(path: &str, upgrade: Option<&str>) -> bool {
 }
 
 /// One cell's result in a probe run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeResult {
     pub id: u64,
     pub up: bool,
     /// The health URL's status; 0 when the probe got no answer.
     pub status: u16,
     pub ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 /// What the scheduled probe found, as the Cache API keeps it for every
 /// isolate of the colo.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthRecord {
     /// Milliseconds since the Unix epoch.
     pub checked_at_ms: u64,
@@ -419,6 +443,53 @@ pub struct HealthRecord {
 }
 
 impl HealthRecord {
+    /// The record as the Cache API keeps it: `cell-health 1 <checked at>`,
+    /// then a line per cell, `<id> <up 1|0> <status> <ms> <error>` (text,
+    /// not JSON: a serde derive costs the wasm kilobytes).
+    pub fn encode(&self) -> String {
+        let mut out = format!("cell-health 1 {}\n", self.checked_at_ms);
+        for c in &self.cells {
+            let error = c.error.as_deref().unwrap_or("").replace(['\n', '\r'], " ");
+            out.push_str(&format!(
+                "{} {} {} {} {error}\n",
+                c.id,
+                u8::from(c.up),
+                c.status,
+                c.ms
+            ));
+        }
+        out
+    }
+
+    pub fn decode(text: &str) -> Option<HealthRecord> {
+        let mut lines = text.lines();
+        let checked_at_ms = lines.next()?.strip_prefix("cell-health 1 ")?.parse().ok()?;
+        let mut cells = Vec::new();
+        for line in lines {
+            let mut parts = line.splitn(5, ' ');
+            let id = parts.next()?.parse().ok()?;
+            let up = match parts.next()? {
+                "1" => true,
+                "0" => false,
+                _ => return None,
+            };
+            let status = parts.next()?.parse().ok()?;
+            let ms = parts.next()?.parse().ok()?;
+            let error = parts.next().filter(|e| !e.is_empty()).map(str::to_string);
+            cells.push(ProbeResult {
+                id,
+                up,
+                status,
+                ms,
+                error,
+            });
+        }
+        Some(HealthRecord {
+            checked_at_ms,
+            cells,
+        })
+    }
+
     /// Whether a probe answer means up: a 2xx (a readiness check answers
     /// 503 when the cell cannot serve; a 3xx or 404 means a wrong path,
     /// which must not pass for healthy either).
@@ -429,8 +500,14 @@ impl HealthRecord {
     /// The probe run's summary, one log line (no secrets: ids, addresses,
     /// statuses).
     pub fn summary_line(&self, list: &CellList) -> String {
-        let down: Vec<u64> = self.cells.iter().filter(|c| !c.up).map(|c| c.id).collect();
-        let cells: Vec<Value> = self
+        let quote = |s: &str| Value::String(s.to_string()).to_string();
+        let down: Vec<String> = self
+            .cells
+            .iter()
+            .filter(|c| !c.up)
+            .map(|c| c.id.to_string())
+            .collect();
+        let cells: Vec<String> = self
             .cells
             .iter()
             .map(|r| {
@@ -438,24 +515,30 @@ impl HealthRecord {
                     .cells()
                     .iter()
                     .find(|c| c.id == r.id)
-                    .map(|c| c.address.as_str())
-                    .unwrap_or("");
-                let mut v = serde_json::json!({"id": r.id, "address": address, "up": r.up, "status": r.status, "ms": r.ms});
-                if let Some(e) = &r.error {
-                    v["error"] = Value::String(e.clone());
-                }
-                v
+                    .map_or("", |c| c.address.as_str());
+                let error = r
+                    .error
+                    .as_deref()
+                    .map(|e| format!(r#","error":{}"#, quote(e)))
+                    .unwrap_or_default();
+                format!(
+                    r#"{{"id":{},"address":{},"up":{},"status":{},"ms":{}{error}}}"#,
+                    r.id,
+                    quote(address),
+                    r.up,
+                    r.status,
+                    r.ms
+                )
             })
             .collect();
-        serde_json::json!({
-            "level": if down.is_empty() { "info" } else { "warn" },
-            "scope": "cell-health",
-            "checked_at_ms": self.checked_at_ms,
-            "up": self.cells.len() - down.len(),
-            "down": down,
-            "cells": cells,
-        })
-        .to_string()
+        format!(
+            r#"{{"level":"{}","scope":"cell-health","checked_at_ms":{},"up":{},"down":[{}],"cells":[{}]}}"#,
+            if down.is_empty() { "info" } else { "warn" },
+            self.checked_at_ms,
+            self.cells.len() - down.len(),
+            down.join(","),
+            cells.join(",")
+        )
     }
 }
 
@@ -742,8 +825,15 @@ mod tests {
         assert!(h.circuit(1).unwrap().is_closed());
         // It reads back as written; the summary names the cells down.
         let r = record(9, &[2, 3]);
-        let back: HealthRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
-        assert_eq!(back, r);
+        assert_eq!(HealthRecord::decode(&r.encode()), Some(r.clone()));
+        for bad in [
+            "",
+            "cell-health 1 x\n",
+            "cell-health 1 5\n2 2 0 1 \n",
+            "cell-health 1 5\n2 1\n",
+        ] {
+            assert_eq!(HealthRecord::decode(bad), None, "{bad:?}");
+        }
         let line: Value = serde_json::from_str(&r.summary_line(&l)).unwrap();
         assert_eq!(line["down"], serde_json::json!([2, 3]));
         assert_eq!(line["up"], 1);
