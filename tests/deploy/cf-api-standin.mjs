@@ -89,6 +89,8 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
       deployments: [],
       subdomain: { enabled: false, previews_enabled: false },
       routes: [],
+      // Cron Triggers (wrangler.toml [triggers] crons), as wrangler PUTs them.
+      schedules: [],
       settings: { logpush: false, tail_consumers: null, observability: null, tags: [], placement: {}, compatibility_date: "2026-04-26", compatibility_flags: [], usage_model: "standard", bindings: [] },
     };
     scripts.set(name, script);
@@ -305,6 +307,11 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
         if (sub === "/subdomain" && req.method === "POST") {
           Object.assign(script.subdomain, record.json ?? {});
           return reply(200, envelope(script.subdomain));
+        }
+        if (sub === "/schedules" && req.method === "GET") return reply(200, envelope({ schedules: script.schedules }));
+        if (sub === "/schedules" && req.method === "PUT") {
+          script.schedules = (record.json ?? []).map((s) => ({ cron: s.cron, created_on: now(), modified_on: now() }));
+          return reply(200, envelope({ schedules: script.schedules }));
         }
         if (sub === "/routes" && req.method === "GET") return reply(200, envelope(script.routes));
         if (sub === "/routes" && req.method === "PUT") {

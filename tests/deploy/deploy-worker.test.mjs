@@ -48,6 +48,8 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     // the environment's routes were published with it
     const routes = api.requests.find((q) => q.method === "PUT" && q.path.endsWith(`/scripts/${NAME}/routes`));
     assert.deepEqual(routes.json.map((x) => x.pattern), ["staging.gitlab.com/*"]);
+    // The cell health probe's Cron Trigger (wrangler.toml [env.staging.triggers]).
+    assert.deepEqual(api.scripts.get(NAME).schedules.map((s) => s.cron), ["* * * * *"]);
     assert.match(r.output, /first deploy/);
     noUnknownCalls(api);
   });
