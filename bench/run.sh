@@ -32,7 +32,9 @@ if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
   say "building the worker (release) and devstack (release)"
   bash scripts/build-worker.sh
   cargo build --release --quiet -p devstack
-  say "building the Rust floor worker (bench/rust-null)"
+fi
+if [ -z "${BENCH_SKIP_BUILD:-}" ] && [ "${BENCH_EXTRA:-}" = "1" ]; then
+  say "building the Rust floor worker (bench/rust-null, BENCH_EXTRA)"
   (cd bench/rust-null && CARGO_TARGET_DIR="$PWD/../../target/rust-null" \
     WASM_BINDGEN_BIN="${CARGO_HOME:-$HOME/.cargo}/bin/wasm-bindgen" \
     WASM_OPT_BIN="$PWD/../../node_modules/.bin/wasm-opt" \
