@@ -634,7 +634,7 @@ async function main() {
   // A/B in the same rounds: BENCH_BASE_BUILD=<a copy of build/ from another
   // commit> adds base-passthrough and base-token-warm, run from that copy.
   if (env.BENCH_BASE_BUILD) {
-    const base = { scriptPath: join(env.BENCH_BASE_BUILD, "index.js") };
+    const base = { scriptPath: join(env.BENCH_BASE_BUILD, "index.js"), modulesRoot: env.BENCH_BASE_BUILD };
     specs.push({ name: "base-passthrough", options: { ...base, bindings: routerVars("passthrough") } });
     specs.push({ name: "base-token-warm", options: { ...base, bindings: routerVars("session_token") }, warm: true });
   }
@@ -739,22 +739,31 @@ async function main() {
 
   // Cold start: the floor, the peer and the router, fresh processes.
   let cold = null;
+  let coldFailed = 0;
   if (OPT.coldSamples > 0) {
     const coldSpecs = [
-      specs.find((s) => s.name === "floor"),
-      specs.find((s) => s.name === "peer"),
+      peersThere && { name: "floor", options: { ...floorWorker, bindings: { UPSTREAM: sinkAddr } } },
+      peersThere && { name: "peer", options: { ...peerWorker, bindings: peerVars } },
       { name: "router-session_token", options: { ...router, bindings: routerVars("session_token") } },
       { name: "router-cells", options: { ...router, bindings: routerVars("cells") } },
       // Without Miniflare's Cache API emulation (a JS worker over SQLite in
       // the same workerd, started by the router's first cache lookup; the
       // peer has no shared cache and Cloudflare's is not the isolate's CPU).
       { name: "router-session_token-nocache", options: { ...router, bindings: routerVars("session_token"), cache: false } },
+      env.BENCH_BASE_BUILD && { name: "base-router-session_token", options: { scriptPath: join(env.BENCH_BASE_BUILD, "index.js"), modulesRoot: env.BENCH_BASE_BUILD, bindings: routerVars("session_token") } },
+      env.BENCH_BASE_BUILD && { name: "base-router-cells", options: { scriptPath: join(env.BENCH_BASE_BUILD, "index.js"), modulesRoot: env.BENCH_BASE_BUILD, bindings: routerVars("cells") } },
     ].filter(Boolean);
     log(`cold start: ${OPT.coldSamples} fresh workerd per configuration (${coldSpecs.map((s) => s.name).join(", ")})`);
-    cold = await coldStart(coldSpecs, {
-      path: "/group-3/project-1/-/tree/main",
-      headers: { cookie: "_gitlab_session=cell-3-0123456789abcdef0123456789abcdef", "accept-encoding": "identity" },
-    });
+    try {
+      cold = await coldStart(coldSpecs, {
+        path: "/group-3/project-1/-/tree/main",
+        headers: { cookie: "_gitlab_session=cell-3-0123456789abcdef0123456789abcdef", "accept-encoding": "identity" },
+      });
+    } catch (e) {
+      // Reported, and the run fails, but the load figures are still printed.
+      log(`cold start failed: ${e.stack ?? e}`);
+      coldFailed = 1;
+    }
   }
 
   // Streaming and memory, in two fresh workerd processes (the null worker
@@ -921,7 +930,7 @@ async function main() {
   }
   out.push(`== Warm: ${warmKeys} distinct keys classified while warming, ${warmCheck} service calls on replay. JSON: target/bench/latest.json`);
   console.log(out.join("\n"));
-  const bad = runs.filter((r) => r.errors > 0).length + streaming.filter((s) => !s.ok).length + memory.filter((m) => m.grows_with_body).length;
+  const bad = coldFailed + runs.filter((r) => r.errors > 0).length + streaming.filter((s) => !s.ok).length + memory.filter((m) => m.grows_with_body).length;
   return bad;
 }
 

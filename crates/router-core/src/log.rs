@@ -373,7 +373,10 @@ mod tests {
                 log.status = status;
                 log.duration_ms = ms;
                 assert_eq!(
-                    format!(r#"{head}"status":{},"duration_ms":{ms}{tail}"#, status.unwrap()),
+                    format!(
+                        r#"{head}"status":{},"duration_ms":{ms}{tail}"#,
+                        status.unwrap()
+                    ),
                     log.to_json()
                 );
             }
