@@ -46,7 +46,7 @@ import { spawn, execFileSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync } from "node:fs";
 import { tmpdir, cpus, loadavg } from "node:os";
-import { join, dirname } from "node:path";
+import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import http from "node:http";
@@ -79,7 +79,7 @@ const OPT = {
   configs: (env.BENCH_CONFIGS ?? "").split(",").filter(Boolean),
 };
 // The peer and the floor, used in place (not copied into the repository).
-const PEERS = env.BENCH_PEERS_DIR ?? join(ROOT, "..", "shared", "peers");
+const PEERS = env.BENCH_PEERS_DIR ? resolve(env.BENCH_PEERS_DIR) : join(ROOT, "..", "shared", "peers");
 const DEVSTACK = env.DEVSTACK_BIN ?? join(ROOT, "target", "release", "devstack");
 const OUT_DIR = join(ROOT, "target", "bench");
 const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100;
