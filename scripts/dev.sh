@@ -41,6 +41,7 @@ Try:
   git clone http://127.0.0.1:8787/cell2-group/demo.git /tmp/demo   # a real Git repository on cell 2, through the router
   curl -s -X POST -d '{"type":"SESSION_PREFIX","value":"cell-3"}' http://127.0.0.1:9096/v1/classify      # ask the Topology Service
   curl -s http://127.0.0.1:9096/_stats                         # classify calls it received
+  cargo run -q --bin rulesctl -- control set --env dev --local mode=passthrough   # runtime switch: all to cell 1 within 5 s (mode=normal undoes it)
 ${token:+  curl -s -H 'PRIVATE-TOKEN: $token' http://127.0.0.1:8787/api/v4/user   # routable token for cell 2}
 Each cell answers with a JSON echo of what it received (cell id, path, headers).
 Ctrl-C stops everything.

@@ -19,12 +19,13 @@
 //! `routeSync` cannot finish (a memory-cache miss) is handed to
 //! `routeAsync` as it stands, so the rules run once per request.
 
+mod control;
 mod io;
 
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
-use router_core::config::{Config, SigningPolicy};
+use router_core::config::{Config, RequestLogging, SigningPolicy};
 use router_core::forward::{
     self, AllowList, CF_CONNECTING_IP, RULE_ACTION_HEADER, RULE_TYPE_HEADER, X_FORWARDED_FOR,
     X_FORWARDED_HOST, X_FORWARDED_PROTO,
@@ -65,6 +66,8 @@ struct Isolate {
     /// The Worker version answering (the version metadata binding's id),
     /// named in every log line.
     version: Option<String>,
+    /// The runtime control document, when `ROUTER_CONTROL` is bound.
+    controls: Option<control::Controls>,
 }
 
 /// Headers the edge reads besides the rules': for hop-by-hop handling, for
@@ -109,7 +112,26 @@ impl Isolate {
             .and_then(|m| js_sys::Reflect::get(&m, &"id".into()).ok())
             .and_then(|id| id.as_string())
             .filter(|id| !id.is_empty());
+        iso.controls = js_sys::Reflect::get(env, &control::BINDING.into())
+            .ok()
+            .and_then(|binding| control::Controls::new(binding, iso.config.control_refresh_secs));
         iso
+    }
+
+    /// Whether the control document says every request goes to the legacy
+    /// cell.
+    fn passthrough(&self) -> bool {
+        self.controls
+            .as_ref()
+            .is_some_and(|c| c.mode() == router_core::control::Mode::Passthrough)
+    }
+
+    /// `GITLAB_REQUEST_LOG`, unless the control document overrides it.
+    fn request_logging(&self) -> RequestLogging {
+        self.controls
+            .as_ref()
+            .and_then(control::Controls::request_log)
+            .unwrap_or(self.config.request_logging)
     }
 
     /// The isolate's state from its settings; `log_error(scope, message)`
@@ -194,6 +216,7 @@ impl Isolate {
             header_names,
             relied_on,
             version: None,
+            controls: None,
         }
     }
 }
@@ -276,7 +299,12 @@ pub fn route_sync(env: Env, url: &str, method: String, headers: &str) -> Option<
         return None;
     }
     incoming.trace_from_headers();
-    let Some(rules) = &iso.ruleset else {
+    if let Some(controls) = &iso.controls {
+        if controls.needs_read(js_sys::Date::now() as u64) {
+            return None;
+        }
+    }
+    let Some(rules) = iso.ruleset.as_ref().filter(|_| !iso.passthrough()) else {
         return Some(plan(&iso, &incoming, None).encode());
     };
     match route::route_from_memory(rules, iso.resolver.as_ref(), &incoming.parts) {
@@ -330,7 +358,13 @@ pub async fn route_async(
         router_core::resolve::Platform::sleep(&io::JsPlatform, 1).await;
         panic!("panic probe: routeAsync");
     }
-    let routed = match (&iso.ruleset, &iso.resolver, pending) {
+    if let Some(controls) = &iso.controls {
+        controls
+            .refresh(iso.ruleset.as_ref(), iso.resolver.as_ref())
+            .await;
+    }
+    let rules = iso.ruleset.as_ref().filter(|_| !iso.passthrough());
+    let routed = match (rules, &iso.resolver, pending) {
         (None, _, _) => None,
         (Some(rules), Some(resolver), Some(pending)) => Some(
             route::route_pending(rules, resolver, &incoming.parts, &incoming.trace, pending).await,
@@ -406,6 +440,9 @@ fn target_of<'r>(
     }
     if let Some(e) = &res.error {
         log.add_error(e);
+    }
+    if routed.unavailable() {
+        return Err(RouterError::OutageUnavailable);
     }
     match &res.classification {
         None => Ok(None),
@@ -507,16 +544,35 @@ fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
 /// How the log line of a request is written, as `GITLAB_REQUEST_LOG`
 /// asks: every line, only notable ones (and any 5xx), or those plus a
 /// random share of the rest (`random` is asked only then).
-fn log_plan(config: &Config, log: &RequestLog, random: impl FnOnce() -> f64) -> LogPlan {
+fn log_plan(logging: RequestLogging, log: &RequestLog, random: impl FnOnce() -> f64) -> LogPlan {
     let (head, tail) = log.to_json_around_status();
-    let always = config
-        .request_logging
-        .always(log.is_notable_whatever_the_status(), random);
+    let always = logging.always(log.is_notable_whatever_the_status(), random);
     LogPlan {
         head,
         tail,
         min_status: if always { 0 } else { 500 },
     }
+}
+
+/// The 503 for a request whose rule says `onOutage: unavailable` while the
+/// service cannot answer: `Retry-After` is the service breaker's open time
+/// (when it tries the service again); a registry client gets the error in
+/// the distribution spec's JSON form.
+fn outage_answer(config: &Config, registry: bool) -> Answer {
+    let error = RouterError::OutageUnavailable;
+    let mut answer = error.answer();
+    if registry {
+        answer.headers = vec![("content-type".into(), "application/json".into())];
+        answer.body = format!(
+            r#"{{"errors":[{{"code":"UNAVAILABLE","message":"{}","detail":null}}]}}"#,
+            error.public_message()
+        );
+    }
+    let secs = config.client.guard.open_ms.div_ceil(1000).max(1);
+    answer
+        .headers
+        .push(("retry-after".into(), secs.to_string()));
+    answer
 }
 
 /// The router's own answer to a request, logged always.
@@ -558,7 +614,17 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
         }
     }
     let parts = &incoming.parts;
+    if routed.is_none() && iso.passthrough() {
+        log.mode = Some("passthrough");
+    }
     let address = match target_of(routed, &mut log) {
+        Err(RouterError::OutageUnavailable) => {
+            log.add_error(RouterError::OutageUnavailable);
+            let registry = routed.is_some_and(|r| {
+                matches!(&r.decision.action, Action::Classify(q) if q.target == router_core::Target::Registry)
+            });
+            return answer(&log, outage_answer(&iso.config, registry));
+        }
         Err(e) => return failed(log, e),
         Ok(address) => address.or_else(|| iso.config.proxy_host.clone()),
     };
@@ -639,7 +705,7 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             answer: RouterError::UpstreamUnreachable(String::new()).answer(),
             log_error_open: log.error_open("upstream fetch failed: "),
         },
-        log: log_plan(&iso.config, &log, js_sys::Math::random),
+        log: log_plan(iso.request_logging(), &log, js_sys::Math::random),
     }))
 }
 
@@ -789,10 +855,19 @@ mod tests {
         ]);
         let req = incoming(&iso, "https://gitlab.com/explore", &[]);
         let mut log = req.log(&iso);
-        assert_eq!(log_plan(&iso.config, &log, || 0.5).min_status, 500);
-        assert_eq!(log_plan(&iso.config, &log, || 0.001).min_status, 0);
+        assert_eq!(
+            log_plan(iso.config.request_logging, &log, || 0.5).min_status,
+            500
+        );
+        assert_eq!(
+            log_plan(iso.config.request_logging, &log, || 0.001).min_status,
+            0
+        );
         log.add_error("service down");
-        assert_eq!(log_plan(&iso.config, &log, || 0.5).min_status, 0);
+        assert_eq!(
+            log_plan(iso.config.request_logging, &log, || 0.5).min_status,
+            0
+        );
     }
 
     #[test]
@@ -835,6 +910,79 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_write_during_an_outage_is_refused_with_retry_after_and_a_read_falls_back() {
+        use router_core::resolve::Resolution;
+        let (iso, _) = isolate_with(&[
+            ("GITLAB_RULES_CONFIG", "container_registry"),
+            ("GITLAB_PROXY_HOST", "registry.example"),
+            ("GITLAB_TOPOLOGY_BREAKER_OPEN_MS", "2500"),
+        ]);
+        let outage = Resolution {
+            classification: None,
+            level: CacheLevel::Fallback,
+            attempts: 1,
+            service_ms: Some(3),
+            coalesced: false,
+            error: Some(RouterError::TopologyUnreachable("refused".into())),
+        };
+        let mut push = incoming(
+            &iso,
+            "https://registry.gitlab.com/v2/group/app/blobs/uploads/",
+            &[],
+        );
+        push.parts.method = "POST".into();
+        let routed = Routed {
+            resolution: Some(outage.clone()),
+            ..decided(&iso, &push)
+        };
+        assert_eq!(routed.decision.rule_id, Some("registry_repository_write"));
+        match plan(&iso, &push, Some(&routed)) {
+            Plan::Answer { answer, log } => {
+                assert_eq!(answer.status, 503);
+                assert!(answer
+                    .headers
+                    .contains(&("retry-after".to_string(), "3".to_string())));
+                assert!(
+                    answer.body.contains(r#""code":"UNAVAILABLE""#),
+                    "{}",
+                    answer.body
+                );
+                let log = log.expect("logged");
+                assert!(log.head.contains(r#""cache":"fallback""#), "{}", log.head);
+                assert!(
+                    log.tail.contains("refused; topology service unavailable"),
+                    "{}",
+                    log.tail
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same with a stale entry, or a read: forwarded as before.
+        let stale = Routed {
+            resolution: Some(Resolution {
+                level: CacheLevel::Stale,
+                classification: Some(router_core::topology::Classification::NotFound),
+                ..outage.clone()
+            }),
+            ..decided(&iso, &push)
+        };
+        assert!(!stale.unavailable());
+        let pull = incoming(
+            &iso,
+            "https://registry.gitlab.com/v2/group/app/manifests/latest",
+            &[],
+        );
+        let routed = Routed {
+            resolution: Some(outage),
+            ..decided(&iso, &pull)
+        };
+        assert_eq!(
+            forward_of(plan(&iso, &pull, Some(&routed))).url,
+            "https://registry.example/v2/group/app/manifests/latest"
+        );
     }
 
     #[test]

@@ -116,7 +116,7 @@ export function topologyToml(cells, { cacheControl = "max-age=60", notFoundCache
  * Starts demo cells 1..cellCount, a Topology Service that knows them, and
  * the router with `vars` (GITLAB_* overrides). Cell 1 is the legacy cell.
  */
-export async function startStack({ ruleset = "session_prefix", vars = {}, routerVars = [], cellCount = 3, cellRoutes = {}, topology = {}, routers = 1, probe = false, build = "build" } = {}) {
+export async function startStack({ ruleset = "session_prefix", vars = {}, routerVars = [], cellCount = 3, cellRoutes = {}, topology = {}, routers = 1, probe = false, build = "build", control = false } = {}) {
   const children = [];
   const logs = [];
   const stack = { children, logs, cells: {} };
@@ -151,7 +151,7 @@ export async function startStack({ ruleset = "session_prefix", vars = {}, router
       ...vars,
     };
     for (const [k, v] of Object.entries(stack.vars)) if (v === undefined) delete stack.vars[k];
-    stack.mf = await startRouter(stack.vars, logs, { routers, probe, build, routerVars });
+    stack.mf = await startRouter(stack.vars, logs, { routers, probe, build, routerVars, control });
     const url = async (name) => (await stack.mf.unsafeGetDirectURL(name)).toString().replace(/\/$/, "");
     stack.urls = [];
     for (let i = 0; i < routers; i++) stack.urls.push(await url(routerName(i)));
@@ -182,8 +182,13 @@ const CACHE_PROBE = `export default { async fetch(req) {
  * a worker that reads the Cache API. `build`: the build directory (under
  * the repository), build/ unless a test needs another build. `routerVars[i]`
  * overrides `vars` for router i (two configurations, one Cache API).
+ * `control`: bind the `ROUTER_CONTROL` KV namespace (one namespace shared
+ * by every router, as by every isolate of a deployment); tests write it
+ * with `setControl`. `{ id, persist }` binds namespace `id` kept in the
+ * directory `persist` (where `wrangler kv … --local --persist-to DIR`
+ * writes: DIR/v3/kv).
  */
-export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build", routerVars = [] } = {}) {
+export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build", routerVars = [], control = false } = {}) {
   const workers = [];
   for (let i = 0; i < routers; i++) {
     workers.push({
@@ -194,6 +199,7 @@ export async function startRouter(vars, logs = [], { routers = 1, probe = false,
       compatibilityDate: "2026-04-26",
       bindings: { ...vars, ...(routerVars[i] ?? {}) },
       unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
+      ...(control ? { kvNamespaces: { ROUTER_CONTROL: control.id ?? "router-control" } } : {}),
     });
   }
   if (probe) {
@@ -204,6 +210,7 @@ export async function startRouter(vars, logs = [], { routers = 1, probe = false,
     host: "127.0.0.1",
     port: 0,
     cf: false,
+    ...(control?.persist ? { kvPersist: control.persist } : {}),
     handleRuntimeStdio(stdout, stderr) {
       for (const stream of [stdout, stderr]) {
         createInterface({ input: stream }).on("line", (line) => logs.push(line));
@@ -212,6 +219,17 @@ export async function startRouter(vars, logs = [], { routers = 1, probe = false,
   });
   await mf.ready;
   return mf;
+}
+
+/**
+ * Writes the runtime control document (an object, or raw text for an
+ * invalid one) into the stack's `ROUTER_CONTROL` namespace; `null`
+ * deletes it.
+ */
+export async function setControl(stack, doc) {
+  const kv = await stack.mf.getKVNamespace("ROUTER_CONTROL", "router");
+  if (doc === null) await kv.delete("control");
+  else await kv.put("control", typeof doc === "string" ? doc : JSON.stringify(doc));
 }
 
 /** Stops a child process: SIGTERM, then SIGKILL if it is still there after 3 s. */

@@ -19,6 +19,7 @@ import {
   requireRegistryTools,
   startRegistry,
   startPlainHttpFront,
+  skopeo,
   skopeoOk,
   jwtHS256,
   registryClaims,
@@ -67,6 +68,8 @@ async function registryStack(ruleset, cellRoutes) {
   return stack;
 }
 
+/** Methods the registry rulesets treat as writes (`onOutage: unavailable`). */
+const WRITES = ["POST", "PUT", "PATCH", "DELETE"];
 const isUpload = (method, path) => ["POST", "PATCH", "PUT"].includes(method) && /\/blobs\/uploads\//.test(path);
 const blobFile = (registry, digest) => {
   const hex = digest.split(":")[1];
@@ -257,7 +260,7 @@ describe("container_registry ruleset, real registries and skopeo", () => {
         assert.ok(l);
         return l;
       });
-      assert.equal(line.rule, "registry_repository");
+      assert.equal(line.rule, WRITES.includes(method) ? "registry_repository_write" : "registry_repository");
       assert.match(line.error, /no registry address/);
       assert.equal(line.upstream ?? undefined, undefined, "nothing was forwarded (not to cell 3's web address either)");
     }
@@ -391,6 +394,50 @@ describe("container_registry ruleset, real registries and skopeo", () => {
     assert.deepEqual(cell2.requests().slice(cell2Mark).filter((r) => r.uri.startsWith("/v2/cell2-group/never-seen/")), []);
     assertNoCrash(stack);
   });
+
+  test("Topology Service down: a push to a repository never classified gets 503 with Retry-After, never the legacy registry; a cached pull still works", async () => {
+    // Still refusing connections (the test above).
+    const repo = "cell2-group/outage/image";
+    const legacyMark = legacy.requests().length;
+    const cell2Mark = cell2.requests().length;
+    const mark = requestLogs(stack).length;
+    const src = mkdtempSync(join(scratch, "outage-"));
+    writeOciImage(src, "v1");
+    const push = await skopeo(["copy", "--retry-times", "0", "--dest-tls-verify=false", `oci:${src}:v1`, `docker://${stack.front.addr}/${repo}:v1`]);
+    assert.notEqual(push.code, 0, "the push fails rather than landing in the wrong registry");
+    assert.match(push.stderr, /503|unavailable/i, push.stderr);
+    const refused = await eventually(() => {
+      const l = requestLogs(stack).slice(mark).filter((x) => x.path.startsWith(`/v2/${repo}/`) && WRITES.includes(x.method));
+      assert.ok(l.length >= 1, "the upload start reached the router");
+      return l;
+    });
+    for (const l of refused) {
+      assert.equal(l.status, 503, `${l.method} ${l.path}`);
+      assert.equal(l.rule, "registry_repository_write");
+      assert.equal(l.cache, "fallback");
+      assert.equal(l.upstream ?? undefined, undefined, "nothing was forwarded");
+      assert.match(l.error, /topology service (unreachable|not asked).*onOutage: unavailable/);
+    }
+    const direct = await request(`${stack.url}/v2/${repo}/blobs/uploads/`, { method: "POST" });
+    assert.equal(direct.status, 503);
+    assert.match(direct.headers["retry-after"], /^[1-9][0-9]*$/);
+    assert.equal(direct.json().errors[0].code, "UNAVAILABLE");
+    // Reads (skopeo's HEAD of each blob) may reach the legacy registry, as
+    // any read of an unclassified repository does; no write does.
+    const writesTo = (r, m) =>
+      r.requests().slice(m).filter((x) => x.uri.startsWith(`/v2/${repo}/`) && WRITES.includes(x.method));
+    assert.deepEqual(writesTo(legacy, legacyMark), [], "no write of the push reached the legacy registry");
+    assert.deepEqual(writesTo(cell2, cell2Mark), []);
+    const catalog = async (r) => (await (await fetch(`${r.url}/v2/_catalog`)).json()).repositories ?? [];
+    assert.ok(!(await catalog(legacy)).includes(repo), "nothing of it is stored in the legacy registry");
+    // A read of a repository classified before the outage still works.
+    const dst = mkdtempSync(join(scratch, "outage-pull-"));
+    await skopeoOk(["copy", "--src-tls-verify=false", `docker://${stack.front.addr}/cell2-group/backend/api/image:v1`, `oci:${dst}:v1`]);
+    assert.ok(readOciImage(dst, "v1").intact);
+    rmSync(src, { recursive: true, force: true });
+    rmSync(dst, { recursive: true, force: true });
+    assertNoCrash(stack);
+  });
 });
 
 describe("registry_migration ruleset: a gradual move of repositories, through the worker", () => {
@@ -443,7 +490,8 @@ describe("registry_migration ruleset: a gradual move of repositories, through th
       });
       for (const l of lines) {
         assert.equal(l.upstream, expected, `${repo}: ${l.method} ${l.path}`);
-        assert.equal(l.rule, migrated(repo) ? "registry_repository_migrated" : "registry_repository_legacy", repo);
+        const rule = migrated(repo) ? "registry_repository_migrated" : "registry_repository_legacy";
+        assert.equal(l.rule, migrated(repo) && WRITES.includes(l.method) ? `${rule}_write` : rule, repo);
       }
     }
     assert.ok(moved >= 2 && moved <= repos.length - 4, `${moved} of ${repos.length} moved`);

@@ -35,6 +35,7 @@ pub mod vars {
     pub const SIGNATURE_TTL: &str = "GITLAB_ROUTER_SIGNATURE_TTL_SECONDS";
     pub const SIGNING_ISSUER: &str = "GITLAB_ROUTER_SIGNING_ISSUER";
     pub const REQUEST_LOG: &str = "GITLAB_REQUEST_LOG";
+    pub const CONTROL_REFRESH: &str = "GITLAB_CONTROL_REFRESH_SECONDS";
 }
 
 /// Which requests get a log line.
@@ -66,7 +67,16 @@ impl RequestLogging {
         }
     }
 
-    fn parse(value: &str) -> Option<RequestLogging> {
+    /// How the setting reads in a log line (a share in millionths).
+    pub fn name(self) -> String {
+        match self {
+            RequestLogging::All => "all".into(),
+            RequestLogging::Errors => "errors".into(),
+            RequestLogging::Sample { per_million } => format!("sample ({per_million} per million)"),
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<RequestLogging> {
         match value {
             "all" => Some(RequestLogging::All),
             "errors" => Some(RequestLogging::Errors),
@@ -131,7 +141,13 @@ pub struct Config {
     pub signer: Result<Option<crate::signing::Signer>, String>,
     pub signing_policy: SigningPolicy,
     pub request_logging: RequestLogging,
+    /// How often an isolate reads the runtime control document
+    /// ([`crate::control`]), in seconds.
+    pub control_refresh_secs: u32,
 }
+
+/// The control document's default refresh interval.
+pub const DEFAULT_CONTROL_REFRESH_SECS: u32 = 30;
 
 impl Config {
     /// Reads every setting through `lookup`; returns the config and the
@@ -208,6 +224,13 @@ impl Config {
             }
         };
         let defaults = ClientPolicy::default();
+        let control_refresh_secs = number(
+            vars::CONTROL_REFRESH,
+            DEFAULT_CONTROL_REFRESH_SECS,
+            1,
+            3_600,
+        );
+
         let client = ClientPolicy {
             timeout_ms: number(vars::TIMEOUT_MS, defaults.timeout_ms, 10, 30_000),
             retries: number(vars::RETRIES, defaults.retries, 0, 10),
@@ -327,6 +350,7 @@ impl Config {
             signer,
             signing_policy,
             request_logging,
+            control_refresh_secs,
         };
         (config, problems)
     }

@@ -48,6 +48,12 @@ pub enum RouterError {
     UpstreamUnreachable(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// The service could not answer, nothing was cached, and the rule says
+    /// `onOutage: unavailable`: a wrong cell would be worse than a retry.
+    #[error(
+        "topology service unavailable and the rule does not fall back (onOutage: unavailable)"
+    )]
+    OutageUnavailable,
 }
 
 impl RouterError {
@@ -56,7 +62,9 @@ impl RouterError {
     /// request by themselves (the legacy cell serves it), but map too.
     pub fn status(&self) -> u16 {
         match self {
-            RouterError::SigningUnavailable | RouterError::SigningFailed(_) => 503,
+            RouterError::SigningUnavailable
+            | RouterError::SigningFailed(_)
+            | RouterError::OutageUnavailable => 503,
             RouterError::TopologyUnreachable(_)
             | RouterError::TopologyTimeout(_)
             | RouterError::TopologyStatus(_)
@@ -82,6 +90,7 @@ impl RouterError {
             RouterError::UpstreamUnreachable(_) => "upstream unreachable",
             RouterError::NoRegistryAddress => "cell has no registry address for a registry request",
             RouterError::Internal(_) => "internal error",
+            RouterError::OutageUnavailable => "temporarily unavailable, retry later",
             RouterError::TopologyUnreachable(_)
             | RouterError::TopologyTimeout(_)
             | RouterError::TopologyStatus(_)

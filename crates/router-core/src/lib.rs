@@ -14,6 +14,7 @@
 pub mod b64;
 pub mod classify;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod forward;
 pub mod guard;

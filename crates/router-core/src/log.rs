@@ -12,6 +12,10 @@ pub struct RequestLog<'a> {
     pub path: &'a str,
     pub rule: Option<&'a str>,
     pub action: &'a str,
+    /// `passthrough` while the control document says so (every request to
+    /// the legacy cell, no rules).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub classify_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]

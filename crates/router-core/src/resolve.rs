@@ -200,6 +200,9 @@ pub struct Resolver<T, C, P> {
     /// Keyed by the canonical body, like the memory cache.
     inflight: RefCell<HashMap<String, Slot>>,
     guard: RefCell<ServiceGuard>,
+    /// The purge generation ([`Resolver::purge`]): part of every shared
+    /// cache key, so raising it leaves older entries unread.
+    generation: std::cell::Cell<u64>,
 }
 
 impl<T, C, P> Resolver<T, C, P>
@@ -226,7 +229,26 @@ where
             client,
             memory,
             inflight: RefCell::new(HashMap::new()),
+            generation: std::cell::Cell::new(0),
         }
+    }
+
+    /// Makes every cached classification unusable at once: empties the
+    /// memory cache and reads and writes the shared cache under
+    /// `generation` from now on (the control document's
+    /// `purge_generation`; other isolates follow when they read it). An
+    /// answer already being fetched is returned to its request but not
+    /// cached.
+    pub fn purge(&self, generation: u64) {
+        self.generation.set(generation);
+        let mut memory = self.memory.borrow_mut();
+        memory.map.clear();
+        memory.order.clear();
+    }
+
+    /// The purge generation in use.
+    pub fn generation(&self) -> u64 {
+        self.generation.get()
     }
 
     pub fn shared_cache(&self) -> &C {
@@ -313,10 +335,16 @@ where
     /// the canonical body (the memory key); the shared cache is keyed by
     /// its SHA-256 ([`ClassifyRequest::cache_key`]).
     async fn fetch(&self, request: &ClassifyRequest, key: &str, trace: &Trace) -> Resolution {
-        let shared_key = ClassifyRequest::cache_key_of(request.kind, request.target, key);
+        let generation = self.generation.get();
+        let mut shared_key = ClassifyRequest::cache_key_of(request.kind, request.target, key);
+        if generation != 0 {
+            shared_key = format!("g{generation}/{shared_key}");
+        }
         if let Some(answer) = self.shared.get(&shared_key).await {
             let now = self.platform.now_ms();
-            if answer.question != key {
+            if generation != self.generation.get() {
+                // Purged while it was read: not cached, not answered.
+            } else if answer.question != key {
                 self.platform.warn(&format!(
                     "shared cache entry {shared_key} answers {:?}, not {key:?}: ignored",
                     answer.question
@@ -343,10 +371,11 @@ where
         let service_ms = Some(self.platform.now_ms().saturating_sub(started));
         match result {
             Ok((classification, raw)) => {
-                if let Some(ttl) = self
+                let ttl = self
                     .cache
                     .ttl(raw.cache_control.as_deref(), &classification)
-                {
+                    .filter(|_| generation == self.generation.get());
+                if let Some(ttl) = ttl {
                     let answer = CachedAnswer {
                         question: key.to_string(),
                         tags: cache_tags(raw.cache_tag.as_deref(), request, &classification),

@@ -25,6 +25,16 @@ pub struct Routed<'r> {
 }
 
 impl Routed<'_> {
+    /// Whether the request must get a 503 rather than go to the legacy
+    /// cell: its rule says `onOutage: unavailable` and the service could
+    /// not answer with nothing cached (not even stale).
+    pub fn unavailable(&self) -> bool {
+        self.decision.unavailable_on_outage
+            && self.resolution.as_ref().is_some_and(|r| {
+                r.classification.is_none() && r.level == crate::resolve::CacheLevel::Fallback
+            })
+    }
+
     /// Service attempts made for this request, by every rule.
     pub fn attempts(&self) -> u32 {
         self.all_resolutions().map(|r| r.attempts).sum()
@@ -66,6 +76,7 @@ pub struct Pending {
     rule: String,
     question: crate::ClassifyRequest,
     next_on_not_found: Option<usize>,
+    unavailable_on_outage: bool,
     fell_through: Vec<(String, Resolution)>,
 }
 
@@ -95,6 +106,7 @@ where
                             rule: decision.rule_id.unwrap_or_default().to_string(),
                             question: question.clone(),
                             next_on_not_found: decision.next_on_not_found,
+                            unavailable_on_outage: decision.unavailable_on_outage,
                             fell_through: fell_through
                                 .into_iter()
                                 .map(|(rule, res): (&str, Resolution)| (rule.to_string(), res))
@@ -168,6 +180,7 @@ where
         rule_id: Some(id(&pending.rule)),
         action: Action::Classify(pending.question),
         next_on_not_found: pending.next_on_not_found,
+        unavailable_on_outage: pending.unavailable_on_outage,
     };
     let Action::Classify(question) = &decision.action else {
         unreachable!("built as a classify decision above")

@@ -36,6 +36,9 @@ pub struct Ruleset {
     /// Passes over the rules ([`Ruleset::decide_from`] calls), so tests can
     /// show a request is routed in one pass.
     evaluations: std::sync::atomic::AtomicU64,
+    /// Per rule: switched off at run time ([`Ruleset::set_disabled`], the
+    /// control document's `disabled_rules`).
+    disabled: Vec<std::sync::atomic::AtomicBool>,
 }
 
 /// Which headers the rules read; the edge copies only these.
@@ -122,17 +125,32 @@ impl Ruleset {
             rules.push(rule);
         }
         let interest = header_interest(&rules);
+        let disabled = rules.iter().map(|_| Default::default()).collect();
         Ok(Ruleset {
             name: name.to_string(),
             rules,
             interest,
             evaluations: Default::default(),
+            disabled,
         })
     }
 
     /// How many passes over the rules this ruleset has made.
     pub fn evaluations(&self) -> u64 {
         self.evaluations.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Evaluates the rules named in `ids` as if they were absent, and every
+    /// other rule again; returns the ids that name no rule of this ruleset.
+    pub fn set_disabled(&self, ids: &[String]) -> Vec<String> {
+        for (rule, off) in self.rules.iter().zip(&self.disabled) {
+            let skip = ids.contains(&rule.id);
+            off.store(skip, std::sync::atomic::Ordering::Relaxed);
+        }
+        ids.iter()
+            .filter(|id| !self.rules.iter().any(|r| r.id == **id))
+            .cloned()
+            .collect()
     }
 
     pub fn name(&self) -> &str {
@@ -171,19 +189,24 @@ impl Ruleset {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut eval = Eval::default();
         for (index, rule) in self.rules.iter().enumerate().skip(first) {
+            if self.disabled[index].load(std::sync::atomic::Ordering::Relaxed) {
+                continue;
+            }
             eval.clear();
             if let Some(action) = rule.evaluate(request, &mut eval) {
-                let next = matches!(
-                    rule.action,
+                let (next, unavailable_on_outage) = match rule.action {
                     RuleAction::Classify {
-                        next_on_not_found: true,
+                        next_on_not_found,
+                        unavailable_on_outage,
                         ..
-                    }
-                );
+                    } => (next_on_not_found, unavailable_on_outage),
+                    _ => (false, false),
+                };
                 return Decision {
                     rule_id: Some(&rule.id),
                     action,
                     next_on_not_found: next.then_some(index + 1),
+                    unavailable_on_outage,
                 };
             }
         }
@@ -191,6 +214,7 @@ impl Ruleset {
             rule_id: None,
             action: Action::Proxy { address: None },
             next_on_not_found: None,
+            unavailable_on_outage: false,
         }
     }
 }

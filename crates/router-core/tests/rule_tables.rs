@@ -92,7 +92,7 @@ fn every_ruleset_decides_as_its_table_says() {
             let decision = ruleset.decide(&request);
             let expected = &case["expect"];
             let mut compare = |what: &str, got: &Value, expected: &Value| {
-                for key in ["rule", "action", "classify", "proxy", "reject"] {
+                for key in ["rule", "action", "classify", "proxy", "reject", "on_outage"] {
                     if got[key] != expected[key] {
                         failures.push(format!(
                             "{name}: {}: {what}{key}: expected {} got {}",

@@ -110,6 +110,7 @@ mod tests {
             rule_id: None,
             action: Action::Proxy { address: None },
             next_on_not_found: None,
+            unavailable_on_outage: false,
         });
         assert_eq!(
             v.to_json(),
@@ -123,6 +124,7 @@ mod tests {
                 target: router_core::Target::Web,
             }),
             next_on_not_found: None,
+            unavailable_on_outage: false,
         });
         assert_eq!(
             v.to_json(),

@@ -5,6 +5,7 @@
 //! token), 2 a wrong command line.
 
 mod cli;
+mod control;
 mod decision;
 mod diff;
 mod explain;
@@ -30,6 +31,7 @@ usage:
   rulesctl token --cell ID [--prefix glpat-] [--field k=v]... [--seed N]
   rulesctl token --decode TOKEN
   rulesctl signature keygen | public-key --key-file F | verify ... TOKEN
+  rulesctl control show|set|put|check --env ENV [--dry-run] ...
   rulesctl help [COMMAND]
 
 A NAME is rules/NAME.json in the nearest rules/ directory (or --rules-dir
@@ -46,6 +48,7 @@ fn help_for(command: &str) -> Option<&'static str> {
         "token" => token::HELP,
         "signature" => signature::HELP,
         "routes-check" => routes_check::HELP,
+        "control" => control::HELP,
         _ => return None,
     })
 }
@@ -113,8 +116,9 @@ fn run(mut argv: Vec<String>) -> cli::Outcome<i32> {
         "token" => token::run(Args::new(argv)),
         "signature" => signature::run(Args::new(argv)),
         "routes-check" => routes_check::run(Args::new(argv)),
+        "control" => control::run(Args::new(argv)),
         other => Err(Failure::usage(format!(
-            "unknown command {other:?} (commands: validate, explain, diff, routes-check, token, signature, help)"
+            "unknown command {other:?} (commands: validate, explain, diff, routes-check, token, signature, control, help)"
         ))),
     }
 }

@@ -587,3 +587,64 @@ fn an_open_breaker_answers_from_stale_entries_without_calling() {
     let r = run(resolver.resolve(&session("cell-2")));
     assert_eq!((r.level, r.attempts), (CacheLevel::Service, 1));
 }
+
+#[test]
+fn a_purge_makes_every_cached_answer_unusable_at_once() {
+    let (resolver, service, shared, _platform) = setup();
+    service.push(found("cell-2", "max-age=600"));
+    run(resolver.resolve(&session("cell-2")));
+    assert!(resolver.resolve_from_memory(&session("cell-2")).is_some());
+
+    resolver.purge(1);
+    assert_eq!(resolver.generation(), 1);
+    assert_eq!(resolver.memory_len(), 0, "memory emptied");
+    assert!(resolver.resolve_from_memory(&session("cell-2")).is_none());
+    // The shared copy of generation 0 is not read: the service is asked,
+    // and its answer stored under the new generation.
+    service.push(found("cell-3", "max-age=600"));
+    let after = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (after.level, address(&after)),
+        (CacheLevel::Service, Some("cell-3"))
+    );
+    assert_eq!(service.calls.get(), 2);
+    let keys: Vec<String> = shared.entries.borrow().keys().cloned().collect();
+    assert_eq!(keys.len(), 2);
+    assert!(keys.iter().any(|k| k.starts_with("g1/")), "{keys:?}");
+
+    // An isolate still on generation 0 finds its old entry; one that moved
+    // on finds the new one: entries of generations never mix.
+    let (other, other_service, _, _) = setup();
+    for (key, answer) in shared.entries.borrow().iter() {
+        other
+            .shared_cache()
+            .entries
+            .borrow_mut()
+            .insert(key.clone(), answer.clone());
+    }
+    other.purge(1);
+    let moved = run(other.resolve(&session("cell-2")));
+    assert_eq!(
+        (moved.level, address(&moved)),
+        (CacheLevel::CacheApi, Some("cell-3"))
+    );
+    assert_eq!(other_service.calls.get(), 0);
+}
+
+#[test]
+fn no_stale_answer_survives_a_purge() {
+    let (resolver, service, _shared, _platform) = setup();
+    service.push(found("cell-2", "max-age=600"));
+    run(resolver.resolve(&session("cell-2")));
+    resolver.purge(5);
+    // The service is down now: without the purge the stale entry would
+    // answer; after it, the legacy cell.
+    service.push(Err(TransportError::Connect("down".into())));
+    service.push(Err(TransportError::Connect("down".into())));
+    service.push(Err(TransportError::Connect("down".into())));
+    let res = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (res.level, res.classification),
+        (CacheLevel::Fallback, None)
+    );
+}

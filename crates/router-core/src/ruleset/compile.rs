@@ -227,11 +227,21 @@ pub(super) fn compile_rule(
                     )))
                 }
             };
+            let unavailable_on_outage = match cl.on_outage.as_deref() {
+                None | Some("legacy-cell") => false,
+                Some("unavailable") => true,
+                Some(other) => {
+                    return Err(c.err(format!(
+                        "classify.onOutage: {other:?} is neither legacy-cell nor unavailable"
+                    )))
+                }
+            };
             RuleAction::Classify {
                 kind,
                 value,
                 target,
                 next_on_not_found,
+                unavailable_on_outage,
             }
         }
         "proxy" => {

@@ -15,6 +15,10 @@ pub struct Decision<'r> {
     /// rule after it, where [`Ruleset::decide_from`] resumes when the
     /// Topology Service does not know the key.
     pub next_on_not_found: Option<usize>,
+    /// For a classify rule with `onOutage: unavailable`: when the service
+    /// cannot answer and nothing is cached, the request gets a 503 with
+    /// `Retry-After` instead of going to the legacy cell.
+    pub unavailable_on_outage: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,13 +62,18 @@ impl Decision<'_> {
                 ),
             ),
         };
+        let on_outage = if self.unavailable_on_outage {
+            r#","on_outage":"unavailable""#
+        } else {
+            ""
+        };
         let not_found = if self.next_on_not_found.is_some() {
             r#","not_found":"next-rule""#
         } else {
             ""
         };
         format!(
-            r#"{{"rule":{},"action":"{}","classify":{classify},"proxy":{proxy}{reject}{not_found}}}"#,
+            r#"{{"rule":{},"action":"{}","classify":{classify},"proxy":{proxy}{reject}{not_found}{on_outage}}}"#,
             text_or_null(self.rule_id),
             self.action.name()
         )

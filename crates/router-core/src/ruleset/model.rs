@@ -111,5 +111,7 @@ pub(super) enum RuleAction {
         target: Target,
         /// `notFound: next-rule`.
         next_on_not_found: bool,
+        /// `onOutage: unavailable`.
+        unavailable_on_outage: bool,
     },
 }

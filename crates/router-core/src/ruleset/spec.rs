@@ -149,6 +149,11 @@ pub(super) struct ClassifySpec {
     /// default) or `next-rule`, evaluation goes on after this rule.
     #[serde(default, rename = "notFound", alias = "not_found")]
     pub(super) not_found: Option<String>,
+    /// What happens when the service cannot answer and nothing is cached:
+    /// `legacy-cell` (the default) or `unavailable` (a 503 with
+    /// `Retry-After`).
+    #[serde(default, rename = "onOutage", alias = "on_outage")]
+    pub(super) on_outage: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

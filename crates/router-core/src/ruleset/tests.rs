@@ -505,3 +505,46 @@ fn reject_answers_a_client_error() {
         Some("legacy")
     );
 }
+
+#[test]
+fn disabled_rules_are_evaluated_as_if_absent() {
+    let rules = compile(
+        r#"[
+  {"id": "a", "match": {"type": "path", "regexValue": "^/a"}, "action": "proxy", "proxy": {"address": "a.example"}},
+  {"id": "b", "match": {"type": "path", "regexValue": "^/"}, "action": "proxy", "proxy": {"address": "b.example"}},
+  {"id": "c", "action": "proxy", "proxy": {"address": "c.example"}}
+]"#,
+    );
+    let at = |path: &str| rules.decide(&get(&format!("https://x{path}"), &[])).rule_id;
+    assert_eq!(at("/a"), Some("a"));
+    assert_eq!(
+        rules.set_disabled(&["a".into(), "nope".into()]),
+        vec!["nope"]
+    );
+    assert_eq!(at("/a"), Some("b"));
+    rules.set_disabled(&["a".into(), "b".into(), "c".into()]);
+    assert_eq!(at("/a"), None, "every rule off: the legacy cell");
+    rules.set_disabled(&[]);
+    assert_eq!(at("/a"), Some("a"));
+}
+
+#[test]
+fn on_outage_is_legacy_cell_or_unavailable() {
+    let rules = compile(
+        r#"[{"id": "w", "method": ["POST"], "action": "classify",
+  "classify": {"type": "FIRST_CELL", "onOutage": "unavailable"}},
+ {"id": "r", "action": "classify", "classify": {"type": "FIRST_CELL", "onOutage": "legacy-cell"}}]"#,
+    );
+    let mut post = get("https://x/", &[]);
+    post.method = "POST".into();
+    let d = rules.decide(&post);
+    assert!(d.unavailable_on_outage);
+    assert_eq!(d.explain()["on_outage"], "unavailable");
+    let d = rules.decide(&get("https://x/", &[]));
+    assert!(!d.unavailable_on_outage);
+    assert!(d.explain().get("on_outage").is_none());
+    let err = compile_err(
+        r#"[{"action": "classify", "classify": {"type": "FIRST_CELL", "onOutage": "retry"}}]"#,
+    );
+    assert!(err.contains("classify.onOutage"), "{err}");
+}

@@ -1,0 +1,355 @@
+//! Runtime controls (issue 17): switches an on-call engineer flips without a
+//! deploy, read by every isolate from one JSON document in Workers KV
+//! (`ROUTER_CONTROL`, key [`CONTROL_KEY`]) at most once per interval.
+//!
+//! ```json
+//! {"mode": "passthrough", "disabled_rules": ["path_namespace"],
+//!  "purge_generation": 3, "request_log": "all",
+//!  "note": "INC-1234: topology service answering 404 for everything"}
+//! ```
+//!
+//! Every field is optional; an absent document (no key) is the normal
+//! state. Unknown fields make the document invalid, so a typo (`"mdoe"`)
+//! is reported instead of silently changing nothing. An invalid document is
+//! logged and the last good one kept.
+
+use serde::Deserialize;
+
+use crate::config::RequestLogging;
+
+/// The KV key that holds the document.
+pub const CONTROL_KEY: &str = "control";
+
+/// The largest document accepted (KV values can be far larger; a control
+/// document is a few hundred bytes).
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+
+/// How requests are routed, as a whole.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// By the ruleset.
+    #[default]
+    Normal,
+    /// Every request to the legacy cell, no service calls: the first
+    /// remedy when routing itself is the problem.
+    Passthrough,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Normal => "normal",
+            Mode::Passthrough => "passthrough",
+        }
+    }
+}
+
+/// One control document, validated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Control {
+    pub mode: Mode,
+    /// Rule ids evaluated as if absent.
+    pub disabled_rules: Vec<String>,
+    /// Raising it makes every cached classification unusable at once
+    /// (memory and Cache API): cache keys carry the generation.
+    pub purge_generation: u64,
+    /// Overrides `GITLAB_REQUEST_LOG` while set, e.g. `"all"` during an
+    /// incident.
+    pub request_log: Option<RequestLogging>,
+    /// Who set it and why; logged when the document is applied.
+    pub note: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ControlSpec {
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    disabled_rules: Vec<String>,
+    #[serde(default)]
+    purge_generation: u64,
+    #[serde(default)]
+    request_log: Option<String>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+impl Control {
+    /// Parses a document; the error says what is wrong with it.
+    pub fn parse(text: &str) -> Result<Control, String> {
+        if text.len() > MAX_DOCUMENT_BYTES {
+            return Err(format!(
+                "control document is {} bytes, over the {MAX_DOCUMENT_BYTES}-byte limit",
+                text.len()
+            ));
+        }
+        if !text.trim_start().starts_with('{') {
+            return Err("control document: expected a JSON object".into());
+        }
+        let spec: ControlSpec =
+            serde_json::from_str(text).map_err(|e| format!("control document: {e}"))?;
+        let mode = match spec.mode.as_deref() {
+            None | Some("normal") => Mode::Normal,
+            Some("passthrough") => Mode::Passthrough,
+            Some(other) => {
+                return Err(format!(
+                    "control document: mode {other:?} is neither normal nor passthrough"
+                ))
+            }
+        };
+        if let Some(bad) = spec.disabled_rules.iter().find(|id| id.is_empty()) {
+            return Err(format!(
+                "control document: disabled_rules holds an empty id ({bad:?})"
+            ));
+        }
+        let request_log = match spec.request_log.as_deref() {
+            None => None,
+            Some(value) => Some(RequestLogging::parse(value).ok_or_else(|| {
+                format!(
+                    "control document: request_log {value:?} is none of all, errors, sample:<share>"
+                )
+            })?),
+        };
+        Ok(Control {
+            mode,
+            disabled_rules: spec.disabled_rules,
+            purge_generation: spec.purge_generation,
+            request_log,
+            note: spec.note.filter(|n| !n.is_empty()),
+        })
+    }
+
+    /// A one-line summary for the log line written when it is applied.
+    pub fn summary(&self) -> String {
+        let mut text = format!(
+            "mode={} disabled_rules=[{}] purge_generation={}",
+            self.mode.name(),
+            self.disabled_rules.join(","),
+            self.purge_generation
+        );
+        if let Some(log) = self.request_log {
+            text.push_str(&format!(" request_log={:?}", log.name()));
+        }
+        if let Some(note) = &self.note {
+            text.push_str(&format!(" note={note:?}"));
+        }
+        text
+    }
+}
+
+/// What one read of the KV key gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadOutcome {
+    /// The key holds this text.
+    Text(String),
+    /// No such key: the normal state.
+    Absent,
+    /// KV failed or did not answer in time.
+    Failed(String),
+}
+
+/// What an isolate knows of the control document and when it reads it
+/// next. Pure: time is passed in.
+#[derive(Debug)]
+pub struct ControlState {
+    interval_ms: u64,
+    current: Control,
+    /// When the next read is due; 0: never read.
+    next_read_ms: u64,
+    /// A read is under way (started at this time).
+    reading_since: Option<u64>,
+    /// Whether a read has ever finished (good or not).
+    read_once: bool,
+}
+
+/// What applying a read changed, for the edge to act on and log.
+#[derive(Debug, Default, PartialEq)]
+pub struct Applied {
+    /// The document differs from the one before (log it).
+    pub changed: bool,
+    /// The purge generation moved (clear the caches).
+    pub purged: bool,
+    /// Something to log as an error (KV failure, invalid document).
+    pub problem: Option<String>,
+}
+
+/// A read that has not finished after this long is abandoned and may be
+/// started again by another request.
+pub const READ_TIMEOUT_MS: u64 = 2_000;
+
+impl ControlState {
+    pub fn new(interval_ms: u64) -> ControlState {
+        ControlState {
+            interval_ms: interval_ms.max(1),
+            current: Control::default(),
+            next_read_ms: 0,
+            reading_since: None,
+            read_once: false,
+        }
+    }
+
+    pub fn current(&self) -> &Control {
+        &self.current
+    }
+
+    /// Whether a request at `now` should start a read: the interval has
+    /// passed and no read is under way (or the one under way is stuck).
+    pub fn due(&self, now: u64) -> bool {
+        match self.reading_since {
+            Some(since) => now.saturating_sub(since) >= READ_TIMEOUT_MS,
+            None => now >= self.next_read_ms,
+        }
+    }
+
+    /// Whether requests must wait for a read before routing: the isolate
+    /// has never read the document (a passthrough set minutes ago must hold
+    /// from an isolate's first request on).
+    pub fn must_wait(&self) -> bool {
+        !self.read_once
+    }
+
+    /// Marks a read started at `now`; other requests stop asking for one.
+    pub fn begin_read(&mut self, now: u64) {
+        self.reading_since = Some(now);
+        self.next_read_ms = now + self.interval_ms;
+    }
+
+    /// Applies a read's outcome at `now`. Failures and invalid documents
+    /// keep the last known document.
+    pub fn finish_read(&mut self, outcome: ReadOutcome, now: u64) -> Applied {
+        self.reading_since = None;
+        self.read_once = true;
+        self.next_read_ms = now + self.interval_ms;
+        let next = match outcome {
+            ReadOutcome::Absent => Control::default(),
+            ReadOutcome::Text(text) => match Control::parse(&text) {
+                Ok(control) => control,
+                Err(problem) => {
+                    return Applied {
+                        problem: Some(format!("{problem}; keeping the last known document")),
+                        ..Applied::default()
+                    }
+                }
+            },
+            ReadOutcome::Failed(why) => {
+                return Applied {
+                    problem: Some(format!(
+                    "reading the control document failed: {why}; keeping the last known document"
+                )),
+                    ..Applied::default()
+                }
+            }
+        };
+        let applied = Applied {
+            changed: next != self.current,
+            purged: next.purge_generation != self.current.purge_generation,
+            problem: None,
+        };
+        self.current = next;
+        applied
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_field() {
+        let c = Control::parse(
+            r#"{"mode":"passthrough","disabled_rules":["a","b"],"purge_generation":7,"request_log":"sample:0.5","note":"INC-1"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.mode, Mode::Passthrough);
+        assert_eq!(c.disabled_rules, vec!["a", "b"]);
+        assert_eq!(c.purge_generation, 7);
+        assert_eq!(
+            c.request_log,
+            Some(RequestLogging::Sample {
+                per_million: 500_000
+            })
+        );
+        assert_eq!(c.note.as_deref(), Some("INC-1"));
+        assert_eq!(Control::parse("{}").unwrap(), Control::default());
+    }
+
+    #[test]
+    fn refuses_what_would_silently_do_nothing() {
+        for bad in [
+            r#"{"mdoe":"passthrough"}"#,
+            r#"{"mode":"legacy"}"#,
+            r#"{"purge_generation":-1}"#,
+            r#"{"purge_generation":"2"}"#,
+            r#"{"disabled_rules":"a"}"#,
+            r#"{"disabled_rules":[""]}"#,
+            r#"{"request_log":"some"}"#,
+            "[]",
+            "not json",
+            "",
+        ] {
+            assert!(Control::parse(bad).is_err(), "{bad} was accepted");
+        }
+        let huge = format!(r#"{{"note":"{}"}}"#, "x".repeat(MAX_DOCUMENT_BYTES));
+        assert!(Control::parse(&huge).unwrap_err().contains("limit"));
+    }
+
+    #[test]
+    fn reads_once_per_interval() {
+        let mut s = ControlState::new(30_000);
+        assert!(s.due(0) && s.must_wait());
+        s.begin_read(1_000);
+        assert!(!s.due(1_001), "one read at a time");
+        let applied = s.finish_read(ReadOutcome::Text(r#"{"mode":"passthrough"}"#.into()), 1_010);
+        assert!(applied.changed && !applied.purged && applied.problem.is_none());
+        assert_eq!(s.current().mode, Mode::Passthrough);
+        assert!(!s.must_wait());
+        assert!(!s.due(31_009));
+        assert!(s.due(31_010));
+    }
+
+    #[test]
+    fn a_stuck_read_is_abandoned() {
+        let mut s = ControlState::new(30_000);
+        s.begin_read(0);
+        assert!(!s.due(READ_TIMEOUT_MS - 1));
+        assert!(s.due(READ_TIMEOUT_MS));
+    }
+
+    #[test]
+    fn failures_and_bad_documents_keep_the_last_good_one() {
+        let mut s = ControlState::new(1_000);
+        s.begin_read(0);
+        s.finish_read(
+            ReadOutcome::Text(r#"{"disabled_rules":["x"],"purge_generation":2}"#.into()),
+            0,
+        );
+        let kept = s.current().clone();
+        s.begin_read(1_000);
+        let a = s.finish_read(ReadOutcome::Failed("timeout".into()), 1_000);
+        assert!(a.problem.unwrap().contains("timeout"));
+        assert_eq!(s.current(), &kept);
+        s.begin_read(2_000);
+        let a = s.finish_read(ReadOutcome::Text(r#"{"mode":"off"}"#.into()), 2_000);
+        assert!(a.problem.unwrap().contains("keeping the last known"));
+        assert_eq!(s.current(), &kept);
+        // Deleting the key is the way back to normal; it moves the
+        // generation back too, which is a purge like any move.
+        s.begin_read(3_000);
+        let a = s.finish_read(ReadOutcome::Absent, 3_000);
+        assert!(a.changed && a.purged);
+        assert_eq!(s.current(), &Control::default());
+    }
+
+    #[test]
+    fn a_raised_generation_is_a_purge() {
+        let mut s = ControlState::new(1_000);
+        s.begin_read(0);
+        let a = s.finish_read(ReadOutcome::Text(r#"{"purge_generation":1}"#.into()), 0);
+        assert!(a.purged);
+        s.begin_read(1_000);
+        let a = s.finish_read(ReadOutcome::Text(r#"{"purge_generation":1}"#.into()), 1_000);
+        assert!(!a.changed && !a.purged);
+    }
+}

@@ -1,0 +1,457 @@
+//! `rulesctl control`: shows and changes the router's runtime control
+//! document (router_core::control) in the `ROUTER_CONTROL` KV namespace
+//! through the pinned wrangler, validated by the router's own parser.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use router_core::control::{Control, CONTROL_KEY};
+use serde_json::{Map, Value};
+
+use crate::cli::{no_value, set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::out;
+use crate::rules::{self, RulesDir};
+
+pub const HELP: &str = "\
+usage: rulesctl control show  --env ENV [WRANGLER OPTIONS]
+       rulesctl control set   --env ENV [--dry-run] CHANGE... [WRANGLER OPTIONS]
+       rulesctl control put   --env ENV [--dry-run] FILE [WRANGLER OPTIONS]
+       rulesctl control check FILE
+
+The router reads one JSON document, key \"control\" in the KV namespace
+bound as ROUTER_CONTROL, at most every GITLAB_CONTROL_REFRESH_SECONDS (30)
+per isolate: a change takes effect everywhere within that time, no deploy.
+
+CHANGE (set; applied in order to the current document):
+  mode=passthrough        every request to the legacy cell, no service calls
+  mode=normal             routing by the ruleset again
+  disable=RULE_ID         evaluate that rule as if absent
+  enable=RULE_ID          undo disable
+  purge                   raise purge_generation by one: every cached
+                          classification (memory and Cache API) is dropped
+  request_log=VALUE       all | errors | sample:SHARE overrides
+                          GITLAB_REQUEST_LOG; request_log=default removes it
+  note=TEXT               who and why (logged by every isolate applying it)
+  reset                   the empty document (normal routing)
+
+show prints the document; set and put print the new one and write it
+(--dry-run: print it and the wrangler command, write nothing); check
+validates a file (- for stdin). Rule ids are checked against the rulesets
+in rules/.
+
+WRANGLER OPTIONS:
+  --local             the local KV store of `wrangler dev` (default: remote)
+  --persist-to DIR    its directory (with --local)
+  --config FILE       wrangler.toml (default: wrangler's own lookup)
+  --wrangler PATH     the wrangler to run (default: $WRANGLER, else
+                      node_modules/.bin/wrangler above the current directory)
+
+exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
+
+/// What `set` changes, in order.
+#[derive(Debug, Clone, PartialEq)]
+enum Change {
+    Mode(String),
+    Disable(String),
+    Enable(String),
+    Purge,
+    RequestLog(Option<String>),
+    Note(String),
+    Reset,
+}
+
+fn parse_change(text: &str) -> Outcome<Change> {
+    Ok(match text.split_once('=') {
+        None if text == "purge" => Change::Purge,
+        None if text == "reset" => Change::Reset,
+        Some(("mode", m)) => Change::Mode(m.to_string()),
+        Some(("disable", id)) if !id.is_empty() => Change::Disable(id.to_string()),
+        Some(("enable", id)) if !id.is_empty() => Change::Enable(id.to_string()),
+        Some(("request_log", "default")) => Change::RequestLog(None),
+        Some(("request_log", v)) => Change::RequestLog(Some(v.to_string())),
+        Some(("note", n)) => Change::Note(n.to_string()),
+        _ => {
+            return Err(Failure::usage(format!(
+                "control set: unknown change {text:?} (mode=, disable=, enable=, purge, request_log=, note=, reset)"
+            )))
+        }
+    })
+}
+
+/// Applies `changes` to the document `doc` (an object).
+fn apply(doc: &mut Map<String, Value>, changes: &[Change]) {
+    for change in changes {
+        match change {
+            Change::Mode(m) => {
+                doc.insert("mode".into(), Value::String(m.clone()));
+            }
+            Change::Disable(id) | Change::Enable(id) => {
+                let mut ids: Vec<Value> = doc
+                    .get("disabled_rules")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                ids.retain(|v| v.as_str() != Some(id));
+                if matches!(change, Change::Disable(_)) {
+                    ids.push(Value::String(id.clone()));
+                }
+                if ids.is_empty() {
+                    doc.remove("disabled_rules");
+                } else {
+                    doc.insert("disabled_rules".into(), Value::Array(ids));
+                }
+            }
+            Change::Purge => {
+                let next = doc
+                    .get("purge_generation")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    + 1;
+                doc.insert("purge_generation".into(), next.into());
+            }
+            Change::RequestLog(None) => {
+                doc.remove("request_log");
+            }
+            Change::RequestLog(Some(v)) => {
+                doc.insert("request_log".into(), Value::String(v.clone()));
+            }
+            Change::Note(n) => {
+                doc.insert("note".into(), Value::String(n.clone()));
+            }
+            Change::Reset => {
+                // The generation is kept: lowering it would make entries
+                // of an older generation readable again.
+                let generation = doc.get("purge_generation").cloned();
+                doc.clear();
+                if let Some(g) = generation {
+                    doc.insert("purge_generation".into(), g);
+                }
+            }
+        }
+    }
+}
+
+/// Validates `text` as the router would, and its rule ids against the
+/// shipped rulesets.
+fn validate(text: &str, rules_dir: &RulesDir) -> Outcome<Control> {
+    let control = Control::parse(text).map_err(Failure::data)?;
+    if control.disabled_rules.is_empty() {
+        return Ok(control);
+    }
+    let mut known = Vec::new();
+    for path in rules_dir.all()? {
+        let loaded = rules::load(&path)?;
+        known.extend(loaded.ruleset.rules().iter().map(|r| r.id.clone()));
+    }
+    let unknown: Vec<&String> = control
+        .disabled_rules
+        .iter()
+        .filter(|id| !known.contains(id))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(Failure::data(format!(
+            "disabled_rules: {} names no rule of any ruleset in {}",
+            unknown
+                .iter()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            rules_dir.locate()?.display()
+        )));
+    }
+    Ok(control)
+}
+
+/// How wrangler is run.
+struct Wrangler {
+    program: PathBuf,
+    env: String,
+    local: bool,
+    persist_to: Option<String>,
+    config: Option<String>,
+}
+
+impl Wrangler {
+    fn args(&self, verb: &str, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = ["kv", "key", verb, CONTROL_KEY]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend([
+            "--binding".into(),
+            "ROUTER_CONTROL".into(),
+            "--env".into(),
+            self.env.clone(),
+        ]);
+        args.push(if self.local { "--local" } else { "--remote" }.into());
+        if let Some(dir) = &self.persist_to {
+            args.extend(["--persist-to".into(), dir.clone()]);
+        }
+        if let Some(config) = &self.config {
+            args.extend(["--config".into(), config.clone()]);
+        }
+        args
+    }
+
+    fn run(&self, args: &[String]) -> Outcome<String> {
+        let output = Command::new(&self.program)
+            .args(args)
+            .output()
+            .map_err(|e| Failure::data(format!("cannot run {}: {e}", self.program.display())))?;
+        if !output.status.success() {
+            return Err(Failure::data(format!(
+                "wrangler {} failed ({}):\n{}{}",
+                args.join(" "),
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// The current document's text; `None` when the key is absent.
+    fn get(&self) -> Outcome<Option<String>> {
+        let out = self.run(&self.args("get", &["--text"]))?;
+        // wrangler says so on stdout, exit 0, when the key is absent.
+        Ok(match out.trim() {
+            "Value not found" => None,
+            _ => Some(out.trim_end_matches('\n').to_string()),
+        })
+    }
+
+    fn put_args(&self, text: &str) -> Vec<String> {
+        self.args("put", &[text])
+    }
+}
+
+fn default_wrangler() -> PathBuf {
+    if let Some(w) = std::env::var_os("WRANGLER") {
+        return PathBuf::from(w);
+    }
+    let mut dir = std::env::current_dir().ok();
+    while let Some(d) = dir {
+        let candidate = d.join("node_modules/.bin/wrangler");
+        if candidate.exists() {
+            return candidate;
+        }
+        dir = d.parent().map(Path::to_path_buf);
+    }
+    PathBuf::from("wrangler")
+}
+
+fn read_file(arg: &str) -> Outcome<String> {
+    if arg == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| Failure::data(format!("stdin: {e}")))?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(arg).map_err(|e| Failure::data(format!("{arg}: cannot read: {e}")))
+}
+
+fn pretty(text: &str) -> String {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| text.to_string())
+}
+
+pub fn run(mut args: Args) -> Outcome<i32> {
+    let Some(Arg::Positional(verb)) = args.next_arg() else {
+        return Err(Failure::usage(
+            "control: show, set, put or check expected".to_string(),
+        ));
+    };
+    let (mut env, mut persist_to, mut config, mut wrangler, mut rules_dir) =
+        (None, None, None, None, None);
+    let (mut local, mut dry_run) = (false, false);
+    let mut positionals = Vec::new();
+    while let Some(arg) = args.next_arg() {
+        match arg {
+            Arg::Opt(n, v) if n == "--env" => set_once(&mut env, &n, args.value(&n, v)?)?,
+            Arg::Opt(n, v) if n == "--persist-to" => {
+                set_once(&mut persist_to, &n, args.value(&n, v)?)?
+            }
+            Arg::Opt(n, v) if n == "--config" => set_once(&mut config, &n, args.value(&n, v)?)?,
+            Arg::Opt(n, v) if n == "--wrangler" => set_once(&mut wrangler, &n, args.value(&n, v)?)?,
+            Arg::Opt(n, v) if n == "--rules-dir" => {
+                set_once(&mut rules_dir, &n, args.value(&n, v)?)?
+            }
+            Arg::Opt(n, v) if n == "--local" => {
+                no_value(&n, v)?;
+                local = true;
+            }
+            Arg::Opt(n, v) if n == "--dry-run" => {
+                no_value(&n, v)?;
+                dry_run = true;
+            }
+            Arg::Positional(p) => positionals.push(p),
+            other => return Err(unknown("control", other)),
+        }
+    }
+    let rules_dir = RulesDir::new(rules_dir);
+    if verb == "check" {
+        let [file] = positionals.as_slice() else {
+            return Err(Failure::usage("control check: one FILE expected"));
+        };
+        let control = validate(&read_file(file)?, &rules_dir)?;
+        out::line(&format!("{file}: valid: {}", control.summary()));
+        return Ok(0);
+    }
+    let env = env.ok_or_else(|| Failure::usage(format!("control {verb}: --env is required")))?;
+    let wrangler = Wrangler {
+        program: wrangler.map_or_else(default_wrangler, PathBuf::from),
+        env,
+        local,
+        persist_to,
+        config,
+    };
+    match verb.as_str() {
+        "show" => {
+            if !positionals.is_empty() {
+                return Err(Failure::usage("control show: no arguments expected"));
+            }
+            match wrangler.get()? {
+                None => out::line("(no control document: normal routing)"),
+                Some(text) => {
+                    out::line(&pretty(&text));
+                    if let Err(e) = Control::parse(&text) {
+                        out::err_line(&format!(
+                            "rulesctl: the stored document is invalid, the router ignores it: {e}"
+                        ));
+                        return Ok(1);
+                    }
+                }
+            }
+            Ok(0)
+        }
+        "set" | "put" => {
+            let text = if verb == "put" {
+                let [file] = positionals.as_slice() else {
+                    return Err(Failure::usage("control put: one FILE expected"));
+                };
+                read_file(file)?
+            } else {
+                if positionals.is_empty() {
+                    return Err(Failure::usage("control set: at least one CHANGE expected"));
+                }
+                let changes = positionals
+                    .iter()
+                    .map(|c| parse_change(c))
+                    .collect::<Outcome<Vec<_>>>()?;
+                let current = wrangler.get()?;
+                let mut doc = match current.as_deref().map(serde_json::from_str::<Value>) {
+                    None => Map::new(),
+                    Some(Ok(Value::Object(map))) => map,
+                    // An invalid stored document is replaced from scratch
+                    // (the router ignores it anyway).
+                    Some(_) => Map::new(),
+                };
+                apply(&mut doc, &changes);
+                Value::Object(doc).to_string()
+            };
+            let control = validate(&text, &rules_dir)?;
+            let put = wrangler.put_args(text.trim());
+            out::line(&pretty(&text));
+            if dry_run {
+                out::line(&format!(
+                    "dry run: would run {} {}",
+                    wrangler.program.display(),
+                    put.iter()
+                        .map(|a| shell_quote(a))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ));
+                return Ok(0);
+            }
+            wrangler.run(&put)?;
+            out::line(&format!(
+                "written ({}); every isolate applies it within GITLAB_CONTROL_REFRESH_SECONDS (default 30 s)",
+                control.summary()
+            ));
+            Ok(0)
+        }
+        other => Err(Failure::usage(format!(
+            "control: unknown subcommand {other:?} (show, set, put, check)"
+        ))),
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@".contains(&b))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(start: &str, changes: &[&str]) -> String {
+        let mut doc: Map<String, Value> = serde_json::from_str(start).unwrap();
+        let changes: Vec<Change> = changes.iter().map(|c| parse_change(c).unwrap()).collect();
+        apply(&mut doc, &changes);
+        Value::Object(doc).to_string()
+    }
+
+    #[test]
+    fn changes_apply_in_order() {
+        assert_eq!(
+            applied("{}", &["mode=passthrough", "note=INC-1"]),
+            r#"{"mode":"passthrough","note":"INC-1"}"#
+        );
+        assert_eq!(
+            applied(
+                r#"{"disabled_rules":["a"]}"#,
+                &["disable=b", "disable=a", "enable=b"]
+            ),
+            r#"{"disabled_rules":["a"]}"#
+        );
+        assert_eq!(applied(r#"{"disabled_rules":["a"]}"#, &["enable=a"]), "{}");
+        assert_eq!(
+            applied(r#"{"purge_generation":4}"#, &["purge"]),
+            r#"{"purge_generation":5}"#
+        );
+        assert_eq!(
+            applied(
+                r#"{"mode":"passthrough","purge_generation":2,"note":"x"}"#,
+                &["reset"]
+            ),
+            r#"{"purge_generation":2}"#,
+            "reset keeps the generation: lowering it would revive old entries"
+        );
+        assert_eq!(
+            applied(r#"{"request_log":"all"}"#, &["request_log=default"]),
+            "{}"
+        );
+    }
+
+    #[test]
+    fn unknown_changes_are_usage_errors() {
+        for bad in ["mode", "disable=", "purge=3", "colour=red"] {
+            assert!(matches!(parse_change(bad), Err(Failure::Usage(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn wrangler_command_lines() {
+        let w = Wrangler {
+            program: "wrangler".into(),
+            env: "production".into(),
+            local: false,
+            persist_to: None,
+            config: Some("wrangler.toml".into()),
+        };
+        assert_eq!(
+            w.put_args(r#"{"mode":"passthrough"}"#).join(" "),
+            r#"kv key put control {"mode":"passthrough"} --binding ROUTER_CONTROL --env production --remote --config wrangler.toml"#
+        );
+        assert_eq!(shell_quote(r#"{"a":1}"#), r#"'{"a":1}'"#);
+    }
+}

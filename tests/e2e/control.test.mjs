@@ -1,0 +1,216 @@
+// Runtime controls (issue 17, docs/operations.md): the ROUTER_CONTROL KV
+// document as Miniflare emulates Workers KV, read by the real worker in
+// workerd at most once per GITLAB_CONTROL_REFRESH_SECONDS (1 s here): the
+// passthrough switch, disabled rules, an invalid document, and the purge
+// generation against a storm of 404s from the Topology Service.
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ROOT, startStack, request, requestLogs, getJson, postJson, sessionCookie, setControl, eventually } from "./harness.mjs";
+
+const RULESCTL = join(ROOT, "target", "debug", "rulesctl");
+
+const INTERVAL_MS = 1000;
+const stats = (stack) => getJson(`${stack.topology.admin}/_stats`);
+const resetStats = (stack) => postJson(`${stack.topology.admin}/_stats/reset`, {});
+const cellOf = async (stack, cookie, path = "/dashboard", router = stack.url) =>
+  (await request(`${router}${path}`, { headers: cookie ? { cookie } : {} })).json().cell;
+
+/** Polls until `check` holds; returns the ms it took. */
+async function timeUntil(check, limitMs) {
+  const started = Date.now();
+  for (;;) {
+    if (await check()) return Date.now() - started;
+    if (Date.now() - started > limitMs) throw new Error(`not within ${limitMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function controlLines(stack, from = 0) {
+  return stack.logs
+    .slice(from)
+    .filter((l) => l.includes('"scope":"control"'))
+    .map((l) => JSON.parse(l.slice(l.indexOf("{"))));
+}
+
+const vars = { GITLAB_CONTROL_REFRESH_SECONDS: String(INTERVAL_MS / 1000) };
+
+describe("ROUTER_CONTROL", () => {
+  test("passthrough: within one interval every request goes to the legacy cell with no service call, and back", async () => {
+    const stack = await startStack({ ruleset: "session_prefix", cellCount: 3, control: true, vars });
+    try {
+      assert.equal(await cellOf(stack, sessionCookie(2)), "2");
+      await setControl(stack, { mode: "passthrough", note: "INC-1: test" });
+      const took = await timeUntil(async () => (await cellOf(stack, sessionCookie(2))) === "1", 5 * INTERVAL_MS);
+      console.log(`passthrough took effect after ${took} ms (interval ${INTERVAL_MS} ms)`);
+      assert.ok(took <= INTERVAL_MS + 500, `${took} ms`);
+      await resetStats(stack);
+      const mark = requestLogs(stack).length;
+      for (let i = 0; i < 20; i++) {
+        assert.equal(await cellOf(stack, sessionCookie(3)), "1");
+      }
+      assert.equal((await stats(stack)).classify_calls, 0, "no service call in passthrough");
+      const lines = await eventually(() => {
+        const l = requestLogs(stack).slice(mark);
+        assert.equal(l.length, 20);
+        return l;
+      });
+      for (const l of lines) {
+        assert.equal(l.mode, "passthrough");
+        assert.equal(l.rule, null);
+        assert.equal(l.upstream, stack.cells[1].addr);
+      }
+      const applied = controlLines(stack).find((l) => /mode=passthrough/.test(l.message));
+      assert.ok(applied, "the applied document is logged");
+      assert.match(applied.message, /INC-1: test/);
+
+      await setControl(stack, null);
+      const back = await timeUntil(async () => (await cellOf(stack, sessionCookie(2))) === "2", 5 * INTERVAL_MS);
+      console.log(`back to normal after ${back} ms`);
+      assert.ok(back <= INTERVAL_MS + 500, `${back} ms`);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("the document is read at most once per interval, not per request", async () => {
+    // A KV read is invisible to the test, but its effect is not: a change
+    // made just after a read is not seen before the interval has passed.
+    const stack = await startStack({
+      ruleset: "session_prefix",
+      cellCount: 2,
+      control: true,
+      vars: { GITLAB_CONTROL_REFRESH_SECONDS: "3" },
+    });
+    try {
+      assert.equal(await cellOf(stack, sessionCookie(2)), "2"); // the first read
+      const readAt = Date.now();
+      await setControl(stack, { mode: "passthrough" });
+      const seen = [];
+      while (Date.now() - readAt < 2000) {
+        seen.push(await cellOf(stack, sessionCookie(2)));
+      }
+      assert.ok(seen.length >= 10);
+      assert.deepEqual([...new Set(seen)], ["2"], "not re-read within the interval");
+      await timeUntil(async () => (await cellOf(stack, sessionCookie(2))) === "1", 3000);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("a disabled rule is skipped; an invalid document changes nothing", async () => {
+    const stack = await startStack({ ruleset: "session_prefix", cellCount: 2, control: true, vars });
+    try {
+      assert.equal(await cellOf(stack, sessionCookie(2)), "2");
+      await setControl(stack, { disabled_rules: ["session_cookie"] });
+      await timeUntil(async () => (await cellOf(stack, sessionCookie(2))) === "1", 5 * INTERVAL_MS);
+      const line = requestLogs(stack).at(-1);
+      assert.equal(line.rule, "legacy", "the next rule decided");
+
+      const mark = stack.logs.length;
+      await setControl(stack, '{"mode": "off", "disabled_rules": []}');
+      await eventually(async () => {
+        // The request that finds a read due makes it.
+        assert.equal(await cellOf(stack, sessionCookie(2)), "1", "still disabled");
+        const errors = controlLines(stack, mark).filter((l) => l.level === "error");
+        assert.ok(errors.length >= 1, "the invalid document is reported");
+        assert.match(errors[0].message, /mode "off".*keeping the last known document/);
+      }, 5 * INTERVAL_MS);
+      for (let i = 0; i < 5; i++) assert.equal(await cellOf(stack, sessionCookie(2)), "1", "still disabled");
+
+      await setControl(stack, { disabled_rules: ["no_such_rule"] });
+      await timeUntil(async () => (await cellOf(stack, sessionCookie(2))) === "2", 5 * INTERVAL_MS);
+      const unknown = controlLines(stack).find((l) => /names no rule/.test(l.message));
+      assert.ok(unknown, "an id naming no rule is reported");
+      assert.match(unknown.message, /no_such_rule/);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("a 404 storm: after the service recovers, raising purge_generation stops the misrouting within one interval", async () => {
+    // Two routers: separate isolates with one Cache API, like a colo. The
+    // storm's 404s are cached (memory and Cache API) for 30 s.
+    const stack = await startStack({ ruleset: "session_prefix", cellCount: 3, control: true, routers: 2, vars });
+    const [a, b] = stack.urls;
+    const users = [sessionCookie(2), sessionCookie(3)];
+    try {
+      await postJson(`${stack.topology.admin}/_faults`, { not_found_all: true, cache_control: "max-age=30" });
+      for (const u of users) assert.equal(await cellOf(stack, u, "/storm", a), "1", "the storm misroutes");
+      await postJson(`${stack.topology.admin}/_faults`, { not_found_all: false, cache_control: null });
+      // Recovered, but the cached 404s keep misrouting, in router a's memory
+      // and, through the Cache API, in router b that never asked.
+      for (const u of users) {
+        assert.equal(await cellOf(stack, u, "/after", a), "1");
+        assert.equal(await cellOf(stack, u, "/after", b), "1");
+      }
+      await setControl(stack, { purge_generation: 1, note: "after the 404 storm" });
+      const purged = Date.now();
+      const correct = async (router) => {
+        for (const [i, u] of users.entries()) {
+          if ((await cellOf(stack, u, "/purged", router)) !== String(2 + (i % 2))) return false;
+        }
+        return true;
+      };
+      const tookA = await timeUntil(() => correct(a), 5 * INTERVAL_MS);
+      await timeUntil(() => correct(b), 5 * INTERVAL_MS);
+      const tookB = Date.now() - purged;
+      console.log(`misrouting stopped ${tookA} ms (router a) and ${tookB} ms (router b) after the purge; the cached 404s had 30 s left`);
+      assert.ok(tookA <= INTERVAL_MS + 1000 && tookB <= INTERVAL_MS + 1500, `${tookA} / ${tookB} ms`);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("rulesctl control writes through the pinned wrangler what the worker applies", async () => {
+    // wrangler's local KV store (what `wrangler dev` reads), bound as the
+    // dev environment binds it (wrangler.toml: id router-control-dev).
+    const dir = mkdtempSync(join(tmpdir(), "router-control-"));
+    const rulesctl = (...args) =>
+      execFileSync(RULESCTL, ["control", ...args, "--env", "dev", "--local", "--persist-to", dir, "--config", join(ROOT, "wrangler.toml")], {
+        cwd: ROOT,
+        encoding: "utf8",
+        env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+      });
+    try {
+      assert.match(rulesctl("show"), /no control document/);
+      const dry = rulesctl("set", "--dry-run", "mode=passthrough", "note=INC-2");
+      assert.match(dry, /dry run: would run .*wrangler kv key put control '\{"mode":"passthrough","note":"INC-2"\}' --binding ROUTER_CONTROL --env dev --local/);
+      assert.match(rulesctl("show"), /no control document/, "a dry run writes nothing");
+      assert.match(rulesctl("set", "mode=passthrough", "disable=session_cookie", "note=INC-2"), /written \(mode=passthrough/);
+      assert.throws(() => rulesctl("set", "disable=no_such_rule"), /names no rule of any ruleset/);
+      assert.throws(() => rulesctl("set", "mode=off"), /neither normal nor passthrough/);
+      const shown = JSON.parse(rulesctl("show"));
+      assert.deepEqual(shown, { mode: "passthrough", disabled_rules: ["session_cookie"], note: "INC-2" });
+
+      const stack = await startStack({
+        ruleset: "session_prefix",
+        cellCount: 2,
+        control: { id: "router-control-dev", persist: join(dir, "v3", "kv") },
+        vars,
+      });
+      try {
+        assert.equal(await cellOf(stack, sessionCookie(2)), "1", "the worker applies what rulesctl wrote");
+        assert.equal(requestLogs(stack).at(-1).mode, "passthrough");
+      } finally {
+        await stack.stop();
+      }
+      assert.match(rulesctl("set", "reset", "purge"), /"purge_generation": 1/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("without the binding the router routes as before and never asks KV", async () => {
+    const stack = await startStack({ ruleset: "session_prefix", cellCount: 2, vars });
+    try {
+      assert.equal(await cellOf(stack, sessionCookie(2)), "2");
+      assert.deepEqual(controlLines(stack), []);
+    } finally {
+      await stack.stop();
+    }
+  });
+});
