@@ -43,7 +43,8 @@ fn main() {
             Ok(_) => failures.push(format!("rules/{name}.json: compacting changed its rules")),
             Err(e) => failures.push(format!("rules/{name}.json: compacted: {e}")),
         }
-        let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join(format!("rules-{name}.json"));
+        let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR"))
+            .join(format!("rules-{name}.json"));
         std::fs::write(&out, compact).expect("write compacted ruleset");
         writeln!(
             table,

@@ -113,6 +113,29 @@ impl RequestLog<'_> {
 
     /// `{` and every field before `status`, each followed by `,`.
     fn push_head(&self, out: &mut String) {
+        // Every field named: a field added to the struct fails to compile
+        // here until it is written (in the derive's order) below.
+        let RequestLog {
+            ruleset,
+            method,
+            path,
+            rule,
+            action,
+            mode,
+            classify_type,
+            cache,
+            service_ms,
+            attempts,
+            coalesced,
+            fell_through,
+            upstream,
+            request_id,
+            traceparent,
+            version,
+            status: _,
+            duration_ms: _,
+            error: _,
+        } = self;
         let field = |out: &mut String, name: &str| {
             out.push('"');
             out.push_str(name);
@@ -129,33 +152,36 @@ impl RequestLog<'_> {
             out.push(',');
         };
         out.push('{');
-        string(out, "ruleset", self.ruleset);
-        string(out, "method", self.method);
-        string(out, "path", self.path);
-        match self.rule {
+        string(out, "ruleset", ruleset);
+        string(out, "method", method);
+        string(out, "path", path);
+        match rule {
             Some(rule) => string(out, "rule", rule),
             None => out.push_str(r#""rule":null,"#),
         }
-        string(out, "action", self.action);
-        if let Some(kind) = self.classify_type {
+        string(out, "action", action);
+        if let Some(mode) = mode {
+            string(out, "mode", mode);
+        }
+        if let Some(kind) = classify_type {
             string(out, "classify_type", kind);
         }
-        if let Some(level) = self.cache {
+        if let Some(level) = cache {
             string(out, "cache", level.log_name());
         }
-        if let Some(ms) = self.service_ms {
-            number(out, "service_ms", ms);
+        if let Some(ms) = service_ms {
+            number(out, "service_ms", *ms);
         }
-        if let Some(n) = self.attempts {
-            number(out, "attempts", u64::from(n));
+        if let Some(n) = attempts {
+            number(out, "attempts", u64::from(*n));
         }
-        if self.coalesced {
+        if *coalesced {
             out.push_str(r#""coalesced":true,"#);
         }
-        if !self.fell_through.is_empty() {
+        if !fell_through.is_empty() {
             field(out, "fell_through");
             out.push('[');
-            for (i, rule) in self.fell_through.iter().enumerate() {
+            for (i, rule) in fell_through.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
@@ -163,17 +189,17 @@ impl RequestLog<'_> {
             }
             out.push_str("],");
         }
-        match &self.upstream {
+        match upstream {
             Some(upstream) => string(out, "upstream", upstream),
             None => out.push_str(r#""upstream":null,"#),
         }
-        if !self.request_id.is_empty() {
-            string(out, "request_id", self.request_id);
+        if !request_id.is_empty() {
+            string(out, "request_id", request_id);
         }
-        if !self.traceparent.is_empty() {
-            string(out, "traceparent", self.traceparent);
+        if !traceparent.is_empty() {
+            string(out, "traceparent", traceparent);
         }
-        if let Some(version) = self.version {
+        if let Some(version) = version {
             string(out, "version", version);
         }
     }
@@ -345,6 +371,7 @@ mod tests {
             path: odd,
             rule: Some("path_namespace"),
             action: "classify",
+            mode: Some("passthrough"),
             classify_type: Some("ROUTE"),
             cache: Some(CacheLevel::CacheApi),
             service_ms: Some(12),
