@@ -12,7 +12,7 @@
 # target/bench/latest.json. Not part of scripts/test.sh.
 #
 #   bash bench/run.sh                 # default, about 15 minutes
-#   BENCH_QUICK=1 bash bench/run.sh   # smoke run, about 4 minutes
+#   BENCH_QUICK=1 bash bench/run.sh   # smoke run, about 5 minutes
 #
 # Knobs (environment): BENCH_SECONDS (per measured run; 8, quick 2),
 # BENCH_ROUNDS (3, quick 1), BENCH_CONCURRENCY ("8,32"),
