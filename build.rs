@@ -25,13 +25,31 @@ fn main() {
             .expect("UTF-8 file name");
         let json = std::fs::read_to_string(path)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        if let Err(e) = router_core::Ruleset::from_json(name, &json) {
-            failures.push(format!("rules/{name}.json: {e}"));
+        let full = match router_core::Ruleset::from_json(name, &json) {
+            Ok(ruleset) => ruleset,
+            Err(e) => {
+                failures.push(format!("rules/{name}.json: {e}"));
+                continue;
+            }
+        };
+        // The worker embeds the ruleset without what it never reads
+        // (`$schema`, the ruleset's and the rules' descriptions) and
+        // without whitespace: a smaller wasm and less to parse when an
+        // isolate starts. Ruleset::from_json reads JSON objects in sorted
+        // key order either way (serde_json without preserve_order).
+        let compact = compact(&json);
+        match router_core::Ruleset::from_json(name, &compact) {
+            Ok(small) if rule_ids(&small) == rule_ids(&full) => {}
+            Ok(_) => failures.push(format!("rules/{name}.json: compacting changed its rules")),
+            Err(e) => failures.push(format!("rules/{name}.json: compacted: {e}")),
         }
+        let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR"))
+            .join(format!("rules-{name}.json"));
+        std::fs::write(&out, compact).expect("write compacted ruleset");
         writeln!(
             table,
             "    ({name:?}, include_str!({:?})),",
-            path.display().to_string()
+            out.display().to_string()
         )
         .unwrap();
     }
@@ -44,4 +62,35 @@ fn main() {
     }
     let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("rulesets.rs");
     std::fs::write(out, table).expect("write rulesets.rs");
+}
+
+fn rule_ids(ruleset: &router_core::Ruleset) -> Vec<&str> {
+    ruleset.rules().iter().map(|r| r.id.as_str()).collect()
+}
+
+/// The ruleset's JSON without `$schema` and descriptions, compact.
+fn compact(json: &str) -> String {
+    use serde_json::Value;
+    let mut doc: Value = serde_json::from_str(json).expect("checked by Ruleset::from_json");
+    let strip_rules = |rules: &mut Value| {
+        if let Value::Array(rules) = rules {
+            for rule in rules {
+                if let Value::Object(rule) = rule {
+                    rule.remove("description");
+                }
+            }
+        }
+    };
+    match &mut doc {
+        Value::Object(top) => {
+            top.remove("$schema");
+            top.remove("description");
+            if let Some(rules) = top.get_mut("rules") {
+                strip_rules(rules);
+            }
+        }
+        rules @ Value::Array(_) => strip_rules(rules),
+        _ => {}
+    }
+    doc.to_string()
 }

@@ -6,19 +6,37 @@
 //   * `devstack topology`: the local Topology Service, every cell = the sink;
 //   * one workerd per configuration, started by Miniflare with a direct
 //     socket (`unsafeDirectSockets`: no Miniflare entry worker in the path):
-//       null       bench/null-worker.mjs, fetch() to the sink only
+//       null        bench/null-worker.mjs, fetch() to the sink only
+//       floor       ../shared/peers/js-floor.mjs: the work every router must
+//                   do (every header read and copied, forwarding and rule
+//                   headers set), no rules; floor-log: the same + one log line
+//       peer        ../shared/peers/js-router.mjs: a JS router doing the same
+//                   job (ordered rules, routable tokens, classification
+//                   cache), memory cache warmed; peer-log: + one log line
 //       passthrough the router, rules/passthrough.json
-//       token-warm the router, rules/session_token.json, memory cache warmed
-//       token-cold the router, rules/session_token.json, a new key per request
-//     (BENCH_EXTRA=1 adds token-warm-signed: token-warm with every request
-//     signed; null-log: the null worker plus one console.log JSON line per
-//     request; and cold-nocache: token-cold with Miniflare's Cache API
-//     disabled, to price those parts on their own.)
+//       token-warm  the router, rules/session_token.json, memory cache warmed
+//       token-warm-quiet  the same with GITLAB_REQUEST_LOG=errors
+//       cells       the router, rules/cells.json (path routing first), warmed
+//       token-cold  the router, rules/session_token.json, a new key per request
+//     The peers directory (BENCH_PEERS_DIR, default ../shared/peers relative
+//     to the repository) is used in place; when it is missing, the floor and
+//     peer rows are skipped and said so.
+//     (BENCH_EXTRA=1 adds rust-null: a workers-rs worker that only forwards;
+//     token-warm-signed: token-warm with every request signed; null-log: the
+//     null worker plus one console.log JSON line per request; and
+//     cold-nocache: token-cold with Miniflare's Cache API disabled, to price
+//     those parts on their own.)
 // Load: wrk + a Lua script (bench/wrk/*.lua), rounds × concurrencies ×
 // configurations, configuration order rotated every round; the ratios are
-// against the null worker of the same round and concurrency. CPU per
+// against the null worker, the floor with log (extra CPU µs per request)
+// and the peer with log (req/s) of the same round and concurrency. CPU per
 // request is workerd's utime+stime delta over the run (/proc/PID/stat)
 // divided by wrk's request count; RSS is sampled from /proc/PID/status.
+// Cold start: a fresh workerd per sample for the floor, the peer and the
+// router (session_token, cells): wall time and workerd CPU (per-thread
+// schedstat, ns) from Miniflare's construction to ready (script and wasm
+// compiled, module evaluated), and to the first routed response (ruleset
+// compiled, one classification through the Topology Service).
 // Then streaming: uploads and downloads of BENCH_STREAM_SMALL_MIB and
 // BENCH_STREAM_MIB through the null worker and the router, alternating,
 // with workerd's RSS sampled during each.
@@ -28,7 +46,7 @@ import { spawn, execFileSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync } from "node:fs";
 import { tmpdir, cpus, loadavg } from "node:os";
-import { join, dirname } from "node:path";
+import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import http from "node:http";
@@ -45,19 +63,23 @@ const num = (name, dflt) => (env[name] !== undefined && env[name] !== "" ? Numbe
 const OPT = {
   seconds: num("BENCH_SECONDS", QUICK ? 2 : 8),
   warmupSeconds: num("BENCH_WARMUP_SECONDS", 1),
-  rounds: num("BENCH_ROUNDS", QUICK ? 1 : 2),
+  rounds: num("BENCH_ROUNDS", QUICK ? 1 : 3),
   concurrency: (env.BENCH_CONCURRENCY ?? "8,32").split(",").map(Number),
   streamSmallMiB: num("BENCH_STREAM_SMALL_MIB", 64),
   streamMiB: num("BENCH_STREAM_MIB", QUICK ? 256 : 1024),
   extra: env.BENCH_EXTRA === "1",
   skipStream: env.BENCH_SKIP_STREAM === "1",
   wrkThreads: num("BENCH_WRK_THREADS", 2),
+  // Fresh workerd processes per configuration for the cold-start figures (0: skip).
+  coldSamples: num("BENCH_COLD_SAMPLES", QUICK ? 2 : 7),
   // Config names to profile (V8 CPU profile through the inspector) instead
   // of the measured rounds.
   profile: (env.BENCH_PROFILE ?? "").split(",").filter(Boolean),
-  // Only these configurations (plus `null`, every ratio's baseline).
+  // Only these configurations (plus `null`, `floor-log` and `peer-log`, the ratios' baselines).
   configs: (env.BENCH_CONFIGS ?? "").split(",").filter(Boolean),
 };
+// The peer and the floor, used in place (not copied into the repository).
+const PEERS = env.BENCH_PEERS_DIR ? resolve(env.BENCH_PEERS_DIR) : join(ROOT, "..", "shared", "peers");
 const DEVSTACK = env.DEVSTACK_BIN ?? join(ROOT, "target", "release", "devstack");
 const OUT_DIR = join(ROOT, "target", "bench");
 const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100;
@@ -156,11 +178,75 @@ async function startWorker(name, options) {
     ...options,
   });
   instances.push(mf);
+  const startedAt = performance.now();
   await mf.ready;
+  const readyAt = performance.now();
   const url = (await mf.unsafeGetDirectURL("")).toString().replace(/\/$/, "");
   const pids = childWorkerdPids().filter((p) => !before.has(p));
   if (pids.length !== 1) throw new Error(`${name}: expected one new workerd process, found ${pids}`);
-  return { name, mf, url, pid: pids[0], lines };
+  return { name, mf, url, pid: pids[0], lines, startedAt, readyAt };
+}
+
+/** A process's CPU time in ns: the sum of its threads' schedstat run time (finer than /proc/PID/stat's ticks). */
+function procCpuNs(pid) {
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      // thread gone
+    }
+  }
+  return ns;
+}
+
+/**
+ * Cold start: for each configuration, `OPT.coldSamples` fresh workerd
+ * processes (configurations interleaved). Per sample, wall time and
+ * workerd CPU from Miniflare's construction to ready (workerd up, the
+ * script's modules compiled and evaluated: for the router, the wasm
+ * compiled and instantiated) and on to the first routed response (for the
+ * router: `routerSetup`, the ruleset compiled, one Topology Service call).
+ */
+async function coldStart(specs, request1) {
+  const samples = [];
+  for (let i = 0; i < OPT.coldSamples; i++) {
+    const order = [...specs.slice(i % specs.length), ...specs.slice(0, i % specs.length)];
+    for (const s of order) {
+      const t0 = performance.now();
+      const t = await startWorker(`${s.name}-cold`, s.options);
+      const cpuReady = procCpuNs(t.pid);
+      const t1 = performance.now();
+      const res = await request(`${t.url}${request1.path}`, { headers: request1.headers });
+      const t2 = performance.now();
+      const cpuFirst = procCpuNs(t.pid);
+      if (res.status !== 200) throw new Error(`cold start ${s.name}: ${res.status} ${res.text.slice(0, 200)}`);
+      samples.push({
+        config: s.name,
+        sample: i + 1,
+        ready_ms: t.readyAt - t0,
+        first_ms: t2 - t1,
+        total_ms: t.readyAt - t0 + (t2 - t1),
+        cpu_ready_ms: cpuReady / 1e6,
+        cpu_first_ms: (cpuFirst - cpuReady) / 1e6,
+        cpu_total_ms: cpuFirst / 1e6,
+      });
+      await t.mf.dispose().catch(() => {});
+      instances.splice(instances.indexOf(t.mf), 1);
+    }
+  }
+  const summary = specs.map((s) => {
+    const mine = samples.filter((x) => x.config === s.name);
+    const out = { config: s.name, samples: mine.length };
+    for (const k of ["ready_ms", "first_ms", "total_ms", "cpu_ready_ms", "cpu_first_ms", "cpu_total_ms"]) out[k] = median(mine.map((x) => x[k]));
+    return out;
+  });
+  const floor = summary.find((x) => x.config === "floor");
+  for (const x of summary) {
+    x.over_floor_total_ms = floor ? x.total_ms - floor.total_ms : null;
+    x.over_floor_cpu_ms = floor ? x.cpu_total_ms - floor.cpu_total_ms : null;
+  }
+  return { samples, summary };
 }
 
 async function stopAll() {
@@ -219,6 +305,7 @@ function request(url, { method = "GET", headers = {}, body, bodyBytes, onData } 
 const HEX = () => [...Array(32)].map(() => "0123456789abcdef"[Math.floor(Math.random() * 16)]).join("");
 const CELLS = 10; // cells 1..10, all served by the sink
 const GROUPS = 20; // group-G belongs to cell (G % 10) + 1
+const PROJECT_IDS = 1000; // project id P (1..1000) belongs to cell (P % 10) + 1
 
 /** The realistic mix for rules/session_token.json (same proportions as the native bench). */
 function buildMix(n = 500) {
@@ -260,11 +347,11 @@ function buildMix(n = 500) {
         case "anonymous":
           break;
         case "private_token":
-          path = `/api/v4/projects/${rnd(1e5)}/issues?state=opened&per_page=20`;
+          path = `/api/v4/projects/${1 + rnd(PROJECT_IDS)}/issues?state=opened&per_page=20`;
           h["PRIVATE-TOKEN"] = tok("glpat-", cell);
           break;
         case "job_token":
-          path = `/api/v4/projects/${rnd(1e5)}/packages/generic/pkg/1.0/file.bin`;
+          path = `/api/v4/projects/${1 + rnd(PROJECT_IDS)}/packages/generic/pkg/1.0/file.bin`;
           h["JOB-TOKEN"] = tok("glcbt-", cell);
           break;
         case "bearer_token":
@@ -311,7 +398,11 @@ function topologyToml(sink) {
   for (let id = 1; id <= CELLS; id++) {
     const routes = [];
     for (let g = 0; g < GROUPS; g++) if ((g % CELLS) + 1 === id) routes.push(`group-${g}`);
-    toml += `\n[[cells]]\nid = ${id}\naddress = "${sink}"\nsession_prefix = "cell-${id}"\nroutes = ${JSON.stringify(routes)}\n`;
+    // The cells ruleset routes by path: top-level namespaces (routes) and
+    // numeric project ids must be known for the mix's paths to route there.
+    const projects = [];
+    for (let p = 1; p <= PROJECT_IDS; p++) if ((p % CELLS) + 1 === id) projects.push(p);
+    toml += `\n[[cells]]\nid = ${id}\naddress = "${sink}"\nsession_prefix = "cell-${id}"\nroutes = ${JSON.stringify(routes)}\nproject_ids = [${projects.join(", ")}]\n`;
   }
   return toml;
 }
@@ -336,6 +427,7 @@ function runWrk(target, { seconds, concurrency, script, mixFile }) {
     let err = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (err += d));
+    child.on("error", reject); // wrk missing: fail the run, stop every child
     child.on("exit", (code) => {
       const line = out.split("\n").find((l) => l.startsWith("BENCH_JSON "));
       if (code !== 0 || !line) reject(new Error(`wrk ${args.join(" ")} exited ${code}: ${err}${out}`));
@@ -436,6 +528,7 @@ const median = (xs) => {
   const m = s.length >> 1;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
+const medOrNull = (xs) => (xs.some((x) => x === null || x === undefined) || xs.length === 0 ? null : median(xs));
 const fmt = (x, d = 0) => (x === undefined || x === null || Number.isNaN(x) ? "-" : x.toFixed(d));
 const table = (header, rows) => {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
@@ -504,17 +597,33 @@ async function main() {
   });
   const router = { scriptPath: join(ROOT, "build", "index.js") };
   const nullWorker = { scriptPath: join(ROOT, "bench", "null-worker.mjs") };
+  const peersThere = existsSync(join(PEERS, "js-router.mjs")) && existsSync(join(PEERS, "js-floor.mjs"));
+  if (!peersThere) log(`no peers at ${PEERS} (js-router.mjs, js-floor.mjs): the floor and peer rows are skipped`);
+  // modulesRoot: workerd refuses module names that climb out with "..".
+  const floorWorker = { scriptPath: join(PEERS, "js-floor.mjs"), modulesRoot: PEERS };
+  const peerWorker = { scriptPath: join(PEERS, "js-router.mjs"), modulesRoot: PEERS };
+  const peerVars = { TS_URL: `http://${ts.addr}/v1/classify` };
   const specs = [
     { name: "null", options: { ...nullWorker, bindings: { UPSTREAM: sinkAddr } } },
-    // The workers-rs floor: a Rust worker that only forwards (no rules, no log).
-    { name: "rust-null", options: { scriptPath: join(ROOT, "bench", "rust-null", "build", "index.js"), bindings: { UPSTREAM: sinkAddr } } },
+    ...(peersThere
+      ? [
+          { name: "floor", options: { ...floorWorker, bindings: { UPSTREAM: sinkAddr } } },
+          { name: "floor-log", options: { ...floorWorker, bindings: { UPSTREAM: sinkAddr, LOG: "1" } } },
+          { name: "peer", options: { ...peerWorker, bindings: peerVars }, warm: true },
+          { name: "peer-log", options: { ...peerWorker, bindings: { ...peerVars, LOG: "1" } }, warm: true },
+        ]
+      : []),
     { name: "passthrough", options: { ...router, bindings: routerVars("passthrough") } },
     { name: "token-warm", options: { ...router, bindings: routerVars("session_token") }, warm: true },
     // The same with GITLAB_REQUEST_LOG=errors: no log line for routine requests.
     { name: "token-warm-quiet", options: { ...router, bindings: { ...routerVars("session_token"), GITLAB_REQUEST_LOG: "errors" } }, warm: true },
+    // Path routing first (organizations, project ids, namespaces), then the session and token rules.
+    { name: "cells", options: { ...router, bindings: routerVars("cells") }, warm: true },
     { name: "token-cold", options: { ...router, bindings: routerVars("session_token") }, cold: true },
   ];
   if (OPT.extra) {
+    // The workers-rs floor: a Rust worker that only forwards (no rules, no log).
+    specs.push({ name: "rust-null", options: { scriptPath: join(ROOT, "bench", "rust-null", "build", "index.js"), bindings: { UPSTREAM: sinkAddr } } });
     specs.push({ name: "null-log", options: { ...nullWorker, bindings: { UPSTREAM: sinkAddr, LOG: "1" } } });
     specs.push({ name: "cold-nocache", options: { ...router, bindings: routerVars("session_token"), cache: false }, cold: true });
     // token-warm with every forwarded request signed (Ed25519, a fresh key
@@ -522,10 +631,18 @@ async function main() {
     const seed = randomBytes(32).toString("base64");
     specs.push({ name: "token-warm-signed", options: { ...router, bindings: { ...routerVars("session_token"), GITLAB_ROUTER_SIGNING_KEY: seed, GITLAB_ROUTER_SIGNING_POLICY: "required" } }, warm: true });
   }
+  // A/B in the same rounds: BENCH_BASE_BUILD=<a copy of build/ from another
+  // commit> adds base-passthrough and base-token-warm, run from that copy.
+  if (env.BENCH_BASE_BUILD) {
+    const base = { scriptPath: join(env.BENCH_BASE_BUILD, "index.js"), modulesRoot: env.BENCH_BASE_BUILD };
+    specs.push({ name: "base-passthrough", options: { ...base, bindings: routerVars("passthrough") } });
+    specs.push({ name: "base-token-warm", options: { ...base, bindings: routerVars("session_token") }, warm: true });
+  }
   if (OPT.configs.length) {
     const unknown = OPT.configs.filter((c) => !specs.some((s) => s.name === c));
     if (unknown.length) throw new Error(`BENCH_CONFIGS names unknown configurations: ${unknown.join(", ")}`);
-    specs.splice(0, specs.length, ...specs.filter((s) => s.name === "null" || OPT.configs.includes(s.name)));
+    const baselines = ["null", "floor-log", "peer-log"];
+    specs.splice(0, specs.length, ...specs.filter((s) => baselines.includes(s.name) || OPT.configs.includes(s.name)));
   }
   const targets = [];
   for (const s of specs) {
@@ -580,6 +697,14 @@ async function main() {
       cpu: r.cpu_us_per_req / base.cpu_us_per_req,
       cpu_extra_us: r.cpu_us_per_req - base.cpu_us_per_req,
     };
+    // The issue-20 yardsticks: CPU over the floor with its log line, req/s
+    // against the peer with its log line, same round and concurrency.
+    const same = (name) => runs.find((b) => b.round === r.round && b.concurrency === r.concurrency && b.config === name);
+    const floorLog = same("floor-log");
+    const peerLog = same("peer-log");
+    r.vs_floor_log_cpu_extra_us = floorLog ? r.cpu_us_per_req - floorLog.cpu_us_per_req : null;
+    r.vs_peer_log_rps = peerLog ? r.rps / peerLog.rps : null;
+    r.vs_peer_log_cpu_extra_us = peerLog ? r.cpu_us_per_req - peerLog.cpu_us_per_req : null;
   }
   const summary = [];
   for (const c of OPT.concurrency) {
@@ -605,7 +730,39 @@ async function main() {
           cpu: med((r) => r.vs_null.cpu),
           cpu_extra_us: med((r) => r.vs_null.cpu_extra_us),
         },
+        vs_floor_log_cpu_extra_us: medOrNull(rs.map((r) => r.vs_floor_log_cpu_extra_us)),
+        vs_peer_log_rps: medOrNull(rs.map((r) => r.vs_peer_log_rps)),
+        vs_peer_log_cpu_extra_us: medOrNull(rs.map((r) => r.vs_peer_log_cpu_extra_us)),
       });
+    }
+  }
+
+  // Cold start: the floor, the peer and the router, fresh processes.
+  let cold = null;
+  let coldFailed = 0;
+  if (OPT.coldSamples > 0) {
+    const coldSpecs = [
+      peersThere && { name: "floor", options: { ...floorWorker, bindings: { UPSTREAM: sinkAddr } } },
+      peersThere && { name: "peer", options: { ...peerWorker, bindings: peerVars } },
+      { name: "router-session_token", options: { ...router, bindings: routerVars("session_token") } },
+      { name: "router-cells", options: { ...router, bindings: routerVars("cells") } },
+      // Without Miniflare's Cache API emulation (a JS worker over SQLite in
+      // the same workerd, started by the router's first cache lookup; the
+      // peer has no shared cache and Cloudflare's is not the isolate's CPU).
+      { name: "router-session_token-nocache", options: { ...router, bindings: routerVars("session_token"), cache: false } },
+      env.BENCH_BASE_BUILD && { name: "base-router-session_token", options: { scriptPath: join(env.BENCH_BASE_BUILD, "index.js"), modulesRoot: env.BENCH_BASE_BUILD, bindings: routerVars("session_token") } },
+      env.BENCH_BASE_BUILD && { name: "base-router-cells", options: { scriptPath: join(env.BENCH_BASE_BUILD, "index.js"), modulesRoot: env.BENCH_BASE_BUILD, bindings: routerVars("cells") } },
+    ].filter(Boolean);
+    log(`cold start: ${OPT.coldSamples} fresh workerd per configuration (${coldSpecs.map((s) => s.name).join(", ")})`);
+    try {
+      cold = await coldStart(coldSpecs, {
+        path: "/group-3/project-1/-/tree/main",
+        headers: { cookie: "_gitlab_session=cell-3-0123456789abcdef0123456789abcdef", "accept-encoding": "identity" },
+      });
+    } catch (e) {
+      // Reported, and the run fails, but the load figures are still printed.
+      log(`cold start failed: ${e.stack ?? e}`);
+      coldFailed = 1;
     }
   }
 
@@ -682,7 +839,7 @@ async function main() {
     warm_replay_service_calls: warmCheck,
     cold: "every request has a session prefix never seen before: memory-cache miss, Cache API match miss, one Topology Service call (404: no cell), Cache API put, memory insert; then the legacy cell. Miniflare's Cache API runs in the same workerd process.",
   };
-  const result = { meta, summary, runs, streaming, memory, sizes, native };
+  const result = { meta, summary, runs, cold_start: cold, streaming, memory, sizes, native };
   writeFileSync(join(OUT_DIR, "latest.json"), JSON.stringify(result, null, 2) + "\n");
 
   // Print.
@@ -697,11 +854,55 @@ async function main() {
       ]),
     ),
   );
+  const has = (name) => summary.some((s) => s.config === name);
+  if (has("floor-log") && has("peer-log")) {
+    out.push(`\n== Against the floor and the peer (same round and concurrency; medians over rounds)`);
+    out.push(
+      table(
+        ["config", "conc", "req/s", "CPU µs/req", "CPU +µs over floor-log", "req/s ×peer-log", "CPU +µs over peer-log"],
+        summary.map((s) => [s.config, s.concurrency, fmt(s.rps), fmt(s.cpu_us_per_req), fmt(s.vs_floor_log_cpu_extra_us), fmt(s.vs_peer_log_rps, 2), fmt(s.vs_peer_log_cpu_extra_us)]),
+      ),
+    );
+    const get = (name, c) => summary.find((s) => s.config === name && s.concurrency === c);
+    const verdict = (ok) => (ok ? "met" : "NOT met");
+    for (const c of OPT.concurrency) {
+      const tok = get("token-warm", c);
+      const pass = get("passthrough", c);
+      const cells = get("cells", c);
+      if (tok) {
+        out.push(`   c=${c} session_token (token-warm): ${fmt(tok.vs_floor_log_cpu_extra_us, 1)} µs over floor-log (target ≤ +10: ${verdict(tok.vs_floor_log_cpu_extra_us <= 10)}), ${fmt(tok.vs_peer_log_rps, 2)}× peer-log req/s (target ≥ 1.10: ${verdict(tok.vs_peer_log_rps >= 1.1)})`);
+      }
+      if (pass) out.push(`   c=${c} passthrough: ${fmt(pass.vs_floor_log_cpu_extra_us, 1)} µs over floor-log (target ≤ +5: ${verdict(pass.vs_floor_log_cpu_extra_us <= 5)})`);
+      if (cells && tok) {
+        const d = cells.cpu_us_per_req - tok.cpu_us_per_req;
+        out.push(`   c=${c} cells − session_token: ${fmt(d, 1)} µs (target within 5: ${verdict(Math.abs(d) <= 5)})`);
+      }
+    }
+  } else {
+    out.push(`\n== Against the floor and the peer: skipped (no peers at ${PEERS})`);
+  }
+  if (cold) {
+    out.push(`\n== Cold start (fresh workerd per sample, ${OPT.coldSamples} samples each, medians; "ready": Miniflare constructed → workerd ready with the script loaded and evaluated; "first": then one routed request → its response; CPU: workerd's threads, schedstat)`);
+    out.push(
+      table(
+        ["config", "ready ms", "first ms", "total ms", "over floor ms", "CPU ready ms", "CPU first ms", "CPU total ms", "CPU over floor ms"],
+        cold.summary.map((x) => [x.config, fmt(x.ready_ms, 1), fmt(x.first_ms, 1), fmt(x.total_ms, 1), fmt(x.over_floor_total_ms, 1), fmt(x.cpu_ready_ms, 1), fmt(x.cpu_first_ms, 1), fmt(x.cpu_total_ms, 1), fmt(x.over_floor_cpu_ms, 1)]),
+      ),
+    );
+    const peer = cold.summary.find((x) => x.config === "peer");
+    for (const r of cold.summary.filter((x) => x.config.startsWith("router-"))) {
+      if (!peer) break;
+      const ratio = (a, b) => (b > 0 ? a / b : NaN);
+      out.push(
+        `   ${r.config} / peer: total time ${fmt(ratio(r.total_ms, peer.total_ms), 2)}×, CPU ${fmt(ratio(r.cpu_total_ms, peer.cpu_total_ms), 2)}× (target ≤ 2×: ${ratio(r.cpu_total_ms, peer.cpu_total_ms) <= 2 && ratio(r.total_ms, peer.total_ms) <= 2 ? "met" : "NOT met"}); over the floor: time ${fmt(r.over_floor_total_ms, 1)} vs ${fmt(peer.over_floor_total_ms, 1)} ms, CPU ${fmt(r.over_floor_cpu_ms, 1)} vs ${fmt(peer.over_floor_cpu_ms, 1)} ms`,
+      );
+    }
+  }
   out.push(`\n== Every run (ratios against the null worker of the same round and concurrency)`);
   out.push(
     table(
-      ["config", "round", "conc", "req/s", "p50 ms", "p99 ms", "CPU µs/req", "RSS MiB", "req/s ×null", "CPU ×null", "errors"],
-      runs.map((r) => [r.config, r.round, r.concurrency, fmt(r.rps), fmt(r.p50_ms, 2), fmt(r.p99_ms, 2), fmt(r.cpu_us_per_req), fmt(r.peak_rss_mib, 1), fmt(r.vs_null.rps, 2), fmt(r.vs_null.cpu, 2), r.errors]),
+      ["config", "round", "conc", "req/s", "p50 ms", "p99 ms", "CPU µs/req", "RSS MiB", "req/s ×null", "CPU ×null", "CPU +µs floor-log", "req/s ×peer-log", "errors"],
+      runs.map((r) => [r.config, r.round, r.concurrency, fmt(r.rps), fmt(r.p50_ms, 2), fmt(r.p99_ms, 2), fmt(r.cpu_us_per_req), fmt(r.peak_rss_mib, 1), fmt(r.vs_null.rps, 2), fmt(r.vs_null.cpu, 2), fmt(r.vs_floor_log_cpu_extra_us), fmt(r.vs_peer_log_rps, 2), r.errors]),
     ),
   );
   if (streaming.length) {
@@ -719,7 +920,7 @@ async function main() {
       ),
     );
   }
-  out.push(`\n== Sizes: build/worker/index.wasm ${fmt(sizes.wasm_raw_bytes / 1024)} KiB raw, ${fmt(sizes.wasm_gzip_bytes / 1024)} KiB gzip -9; build/worker/shim.mjs ${fmt(sizes.js_raw_bytes / 1024)} KiB raw, ${fmt(sizes.js_gzip_bytes / 1024, 1)} KiB gzip`);
+  out.push(`\n== Sizes: build/worker/index.wasm ${fmt(sizes.wasm_raw_bytes / 1024)} KiB raw, ${fmt(sizes.wasm_gzip_bytes / 1024)} KiB gzip -9 (aim ≤ 300, limit 350); build/worker/shim.mjs ${fmt(sizes.js_raw_bytes / 1024)} KiB raw, ${fmt(sizes.js_gzip_bytes / 1024, 1)} KiB gzip`);
   if (native) {
     const kinds = Object.entries(native.ns_per_request_by_kind).map(([k, v]) => `${k} ${fmt(v)}`).join(", ");
     out.push(`== Rules engine, native (rules/session_token.json, 1000-request mix, divan fastest sample): ${fmt(native.ns_per_request)} ns/request (target < 2000; median ${fmt(native.ns_per_request_median)}); with the cache key ${fmt(native.ns_per_request_with_cache_key)} ns`);
@@ -729,7 +930,7 @@ async function main() {
   }
   out.push(`== Warm: ${warmKeys} distinct keys classified while warming, ${warmCheck} service calls on replay. JSON: target/bench/latest.json`);
   console.log(out.join("\n"));
-  const bad = runs.filter((r) => r.errors > 0).length + streaming.filter((s) => !s.ok).length + memory.filter((m) => m.grows_with_body).length;
+  const bad = coldFailed + runs.filter((r) => r.errors > 0).length + streaming.filter((s) => !s.ok).length + memory.filter((m) => m.grows_with_body).length;
   return bad;
 }
 

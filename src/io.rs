@@ -37,8 +37,54 @@ pub fn random_uuid() -> String {
 
 /// 32 random lowercase hex digits (a v4 UUID's, from the CSPRNG), for
 /// request ids and trace ids.
+///
+/// A request needs up to three; asking `crypto.randomUUID()` for each cost
+/// three calls out of wasm (the global, its `crypto`, the UUID) and a
+/// string copied back per id. Instead the CSPRNG's bytes are drawn
+/// [`RANDOM_POOL`] at a time (`crypto.getRandomValues`, one call per ~10
+/// requests) and each id takes 16 of them, with a v4 UUID's version and
+/// variant bits set as `randomUUID` sets them.
 pub fn random_hex32() -> String {
-    random_uuid().replace('-', "")
+    let mut bytes = [0u8; 16];
+    let drawn = RANDOM.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        let (buf, used) = &mut *pool;
+        if *used + 16 > RANDOM_POOL {
+            let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+            let filled = global
+                .crypto()
+                .and_then(|c| c.get_random_values_with_u8_array(&mut buf[..]));
+            if filled.is_err() {
+                return false;
+            }
+            *used = 0;
+        }
+        bytes.copy_from_slice(&buf[*used..*used + 16]);
+        // Used bytes are not kept around.
+        buf[*used..*used + 16].fill(0);
+        *used += 16;
+        true
+    });
+    if !drawn {
+        return random_uuid().replace('-', "");
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(32);
+    for b in bytes {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0x0f)] as char);
+    }
+    out
+}
+
+/// Bytes drawn from the CSPRNG at a time for [`random_hex32`].
+const RANDOM_POOL: usize = 512;
+
+thread_local! {
+    /// The CSPRNG bytes not handed out yet, and how many of the pool are used.
+    static RANDOM: RefCell<([u8; RANDOM_POOL], usize)> = const { RefCell::new(([0; RANDOM_POOL], RANDOM_POOL)) };
 }
 
 /// `POST {url}/v1/classify`, with the Cloudflare Access service token,

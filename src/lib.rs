@@ -185,9 +185,10 @@ impl Isolate {
                     );
                     None
                 }
-                // Validated by build.rs; an error here would be a bug, and
-                // it still only sends traffic to the legacy cell.
-                Some((_, json)) => Ruleset::from_json(name, json)
+                // Validated by build.rs (every regex compiled there), so its
+                // regexes compile on first use; an error here would be a
+                // bug, and it still only sends traffic to the legacy cell.
+                Some((_, json)) => Ruleset::from_prechecked_json(name, json)
                     .map_err(|e| log_error("config", &e.to_string()))
                     .ok(),
             },

@@ -91,14 +91,14 @@ impl RequestLog<'_> {
     /// failure's own message. `error` is the line's last field, so the entry
     /// closes it with `"}`.
     pub fn error_open(&self, step: &str) -> String {
-        let mut text = String::new();
+        let mut out = String::with_capacity(12 + step.len());
+        out.push_str(r#","error":""#);
         if let Some(errors) = &self.error {
-            text.push_str(errors);
-            text.push_str("; ");
+            push_escaped(&mut out, errors);
+            out.push_str("; ");
         }
-        text.push_str(step);
-        let quoted = serde_json::Value::String(text).to_string();
-        format!(r#","error":{}"#, &quoted[..quoted.len() - 1])
+        push_escaped(&mut out, step);
+        out
     }
 
     pub fn to_json(&self) -> String {
@@ -109,24 +109,197 @@ impl RequestLog<'_> {
     /// learns them later (the JS entry, once the upstream answered):
     /// `head + "\"status\":200,\"duration_ms\":3" + tail` is the line
     /// [`RequestLog::to_json`] would write with those values.
+    ///
+    /// Written field by field (the same fields, order, omissions and
+    /// escaping as the `Serialize` derive, tested against it) straight into
+    /// the two strings: this runs for every request, and going through
+    /// serde_json meant a copy of the record, the whole line, a search for
+    /// the cut and two more copies.
     pub fn to_json_around_status(&self) -> (String, String) {
-        const MARK: &str = r#""status":null,"duration_ms":0"#;
-        let line = RequestLog {
-            status: None,
-            duration_ms: 0,
-            upstream: self.upstream.clone(),
-            error: self.error.clone(),
-            fell_through: self.fell_through.clone(),
-            ..*self
+        let mut head = String::with_capacity(160 + self.path.len());
+        self.push_head(&mut head);
+        let mut tail = String::new();
+        self.push_tail(&mut tail);
+        (head, tail)
+    }
+
+    /// `{` and every field before `status`, each followed by `,`.
+    fn push_head(&self, out: &mut String) {
+        // Every field named: a field added to the struct fails to compile
+        // here until it is written (in the derive's order) below.
+        let RequestLog {
+            ruleset,
+            method,
+            path,
+            rule,
+            action,
+            mode,
+            classify_type,
+            cache,
+            service_ms,
+            attempts,
+            coalesced,
+            fell_through,
+            upstream,
+            cell,
+            chosen_by,
+            request_id,
+            traceparent,
+            version,
+            status: _,
+            duration_ms: _,
+            error: _,
+        } = self;
+        let field = |out: &mut String, name: &str| {
+            out.push('"');
+            out.push_str(name);
+            out.push_str("\":");
+        };
+        let string = |out: &mut String, name: &str, value: &str| {
+            field(out, name);
+            push_quoted(out, value);
+            out.push(',');
+        };
+        let number = |out: &mut String, name: &str, value: u64| {
+            field(out, name);
+            push_u64(out, value);
+            out.push(',');
+        };
+        out.push('{');
+        string(out, "ruleset", ruleset);
+        string(out, "method", method);
+        string(out, "path", path);
+        match rule {
+            Some(rule) => string(out, "rule", rule),
+            None => out.push_str(r#""rule":null,"#),
         }
-        .to_json();
-        // Inside a JSON string every quote is escaped, so the mark can only
-        // be the fields themselves.
-        match line.rfind(MARK) {
-            Some(at) => (line[..at].to_string(), line[at + MARK.len()..].to_string()),
-            None => (format!("{{\"log\":{line},"), "}".to_string()),
+        string(out, "action", action);
+        if let Some(mode) = mode {
+            string(out, "mode", mode);
+        }
+        if let Some(kind) = classify_type {
+            string(out, "classify_type", kind);
+        }
+        if let Some(level) = cache {
+            string(out, "cache", level.log_name());
+        }
+        if let Some(ms) = service_ms {
+            number(out, "service_ms", *ms);
+        }
+        if let Some(n) = attempts {
+            number(out, "attempts", u64::from(*n));
+        }
+        if *coalesced {
+            out.push_str(r#""coalesced":true,"#);
+        }
+        if !fell_through.is_empty() {
+            field(out, "fell_through");
+            out.push('[');
+            for (i, rule) in fell_through.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_quoted(out, rule);
+            }
+            out.push_str("],");
+        }
+        match upstream {
+            Some(upstream) => string(out, "upstream", upstream),
+            None => out.push_str(r#""upstream":null,"#),
+        }
+        if let Some(cell) = cell {
+            number(out, "cell", *cell);
+        }
+        if let Some(chosen_by) = chosen_by {
+            string(out, "chosen_by", chosen_by);
+        }
+        if !request_id.is_empty() {
+            string(out, "request_id", request_id);
+        }
+        if !traceparent.is_empty() {
+            string(out, "traceparent", traceparent);
+        }
+        if let Some(version) = version {
+            string(out, "version", version);
         }
     }
+
+    /// Every field after `duration_ms`, and the closing `}`.
+    fn push_tail(&self, out: &mut String) {
+        if let Some(error) = &self.error {
+            out.push_str(r#","error":"#);
+            push_quoted(out, error);
+        }
+        out.push('}');
+    }
+}
+
+impl CacheLevel {
+    /// The level's name in the log line (as its `Serialize` writes it).
+    pub fn log_name(self) -> &'static str {
+        match self {
+            CacheLevel::Memory => "memory",
+            CacheLevel::CacheApi => "cache-api",
+            CacheLevel::Service => "service",
+            CacheLevel::Stale => "stale",
+            CacheLevel::Fallback => "fallback",
+            CacheLevel::Static => "static",
+        }
+    }
+}
+
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+}
+
+/// `text` as a JSON string, quotes included.
+fn push_quoted(out: &mut String, text: &str) {
+    out.push('"');
+    push_escaped(out, text);
+    out.push('"');
+}
+
+/// `text` escaped for the inside of a JSON string, as serde_json escapes
+/// it: `"`, `\\` and control characters, nothing else.
+pub fn push_escaped(out: &mut String, text: &str) {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[start..i]);
+        if short.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0x0f)]));
+        } else {
+            out.push_str(short);
+        }
+        start = i + 1;
+    }
+    out.push_str(&text[start..]);
 }
 
 #[cfg(test)]
@@ -207,6 +380,69 @@ mod tests {
                 format!(r#"{head}"status":201,"duration_ms":7{tail}"#),
                 log.to_json()
             );
+        }
+    }
+
+    #[test]
+    fn the_hand_written_line_is_the_serialized_one() {
+        let odd = "a\"b\\c\n\r\t\u{8}\u{c}\u{1}\u{1f}\u{7f}é😀/";
+        let full = RequestLog {
+            ruleset: "cells",
+            method: "POST",
+            path: odd,
+            rule: Some("path_namespace"),
+            action: "classify",
+            mode: Some("passthrough"),
+            classify_type: Some("ROUTE"),
+            cache: Some(CacheLevel::CacheApi),
+            service_ms: Some(12),
+            attempts: Some(2),
+            coalesced: true,
+            fell_through: vec!["a", odd],
+            upstream: Some(odd.to_string()),
+            cell: Some(3),
+            chosen_by: Some("circuit_open"),
+            request_id: "0123",
+            traceparent: "00-ab-cd-01",
+            version: Some("v1"),
+            status: None,
+            duration_ms: 0,
+            error: Some(odd.to_string()),
+        };
+        let mut logs = vec![full, RequestLog::default()];
+        for level in [
+            CacheLevel::Memory,
+            CacheLevel::Service,
+            CacheLevel::Stale,
+            CacheLevel::Fallback,
+            CacheLevel::Static,
+        ] {
+            logs.push(RequestLog {
+                cache: Some(level),
+                ..Default::default()
+            });
+        }
+        for mut log in logs {
+            let (head, tail) = log.to_json_around_status();
+            for (status, ms) in [(Some(200), 3), (Some(502), u64::MAX)] {
+                log.status = status;
+                log.duration_ms = ms;
+                assert_eq!(
+                    format!(
+                        r#"{head}"status":{},"duration_ms":{ms}{tail}"#,
+                        status.unwrap()
+                    ),
+                    log.to_json()
+                );
+            }
+            let open = log.error_open(odd);
+            let line = format!(r#"{head}"status":1,"duration_ms":2{open}x"}}"#);
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let want = match &log.error {
+                Some(e) => format!("{e}; {odd}x"),
+                None => format!("{odd}x"),
+            };
+            assert_eq!(v["error"], want.as_str());
         }
     }
 

@@ -9,6 +9,7 @@
 mod compile;
 mod decision;
 mod eval;
+mod lazy;
 mod model;
 mod rollout;
 mod spec;
@@ -53,6 +54,19 @@ impl Ruleset {
     /// Parses, validates and compiles a ruleset. `name` is used in errors
     /// (the file stem, e.g. `session_token`).
     pub fn from_json(name: &str, json: &str) -> Result<Ruleset, RulesetError> {
+        Self::parse(name, json, false)
+    }
+
+    /// [`Ruleset::from_json`] for a ruleset that `from_json` accepted at
+    /// build time (the worker's `rules/`, checked by `build.rs`): the same
+    /// rules, but each regex is compiled when a request first reaches it,
+    /// so a fresh isolate answers its first request without compiling
+    /// regexes it does not need yet (ruleset/lazy.rs).
+    pub fn from_prechecked_json(name: &str, json: &str) -> Result<Ruleset, RulesetError> {
+        Self::parse(name, json, true)
+    }
+
+    fn parse(name: &str, json: &str, lazy: bool) -> Result<Ruleset, RulesetError> {
         let doc: Value = serde_json::from_str(json).map_err(|e| RulesetError::Json {
             ruleset: name.to_string(),
             message: e.to_string(),
@@ -92,6 +106,7 @@ impl Ruleset {
             let compiler = RuleCompiler {
                 ruleset: name,
                 rule: label,
+                lazy,
             };
             let spec: RuleSpec =
                 serde_json::from_value(raw).map_err(|e| compiler.err(e.to_string()))?;

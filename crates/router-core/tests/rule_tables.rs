@@ -75,11 +75,18 @@ fn every_ruleset_decides_as_its_table_says() {
             continue;
         };
         let json = std::fs::read_to_string(repo().join(format!("rules/{name}.json"))).unwrap();
-        let ruleset = Ruleset::from_json(name, &json).unwrap_or_else(|e| panic!("{e}"));
+        // Compiled up front (rulesctl, tests) and as the worker loads its
+        // build-checked rulesets (regexes compiled on first use): both
+        // decide every case the same.
+        let eager = Ruleset::from_json(name, &json).unwrap_or_else(|e| panic!("{e}"));
+        let lazy = Ruleset::from_prechecked_json(name, &json).unwrap_or_else(|e| panic!("{e}"));
         let table: Vec<Value> =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         tables += 1;
-        for case in &table {
+        for (ruleset, case) in [&eager, &lazy]
+            .into_iter()
+            .flat_map(|r| table.iter().map(move |case| (r, case)))
+        {
             cases += 1;
             let request = request(case);
             let decision = ruleset.decide(&request);

@@ -1,7 +1,7 @@
 //! Compilation: the JSON model checked and turned into rules, with errors
 //! that name the ruleset, the rule and the field.
 
-use regex::Regex;
+use super::lazy::Regex;
 
 use super::model::*;
 use super::spec::*;
@@ -17,6 +17,9 @@ use crate::transform::TransformKind;
 pub(super) struct RuleCompiler<'a> {
     pub(super) ruleset: &'a str,
     pub(super) rule: String,
+    /// Regexes parsed now and compiled on first use (rulesets compiled
+    /// whole at build time; see `lazy`).
+    pub(super) lazy: bool,
 }
 
 impl RuleCompiler<'_> {
@@ -29,10 +32,12 @@ impl RuleCompiler<'_> {
     }
 
     pub(super) fn regex(&self, field: &str, source: &str) -> Result<Regex, RulesetError> {
-        regex::RegexBuilder::new(source)
-            .size_limit(1 << 20)
-            .build()
-            .map_err(|e| self.err(format!("{field}: invalid regex {source:?}: {e}")))
+        let re = if self.lazy {
+            Regex::lazy(source)
+        } else {
+            Regex::eager(source)
+        };
+        re.map_err(|e| self.err(format!("{field}: invalid regex {source:?}: {e}")))
     }
 
     pub(super) fn opt_regex(

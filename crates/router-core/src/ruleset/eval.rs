@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use regex::Regex;
+use super::lazy::Regex;
 
 use super::model::*;
 use super::Action;

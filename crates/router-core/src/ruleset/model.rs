@@ -1,6 +1,6 @@
 //! The compiled form of a rule: regexes compiled, templates resolved.
 
-use regex::Regex;
+use super::lazy::Regex;
 
 use crate::classify::{ClassifyKind, Target};
 use crate::template::Template;

@@ -1,0 +1,169 @@
+//! A rule's regex, compiled when a request first needs it.
+//!
+//! Compiling a ruleset's regexes is most of what a fresh isolate does
+//! before its first routed response (`session_token` ≈ 6 ms natively, far
+//! more in wasm's baseline tier: every unicode class builds the thompson
+//! compiler's 10,000-entry UTF-8 cache, and the one-pass DFA). The rulesets
+//! compiled into the worker were compiled whole by `build.rs`, so the worker
+//! loads them with [`Ruleset::from_prechecked_json`](super::Ruleset::from_prechecked_json):
+//! each regex is only parsed (for its capture names, which compiling the
+//! rule needs) and compiled on its first match. Everything else
+//! ([`Ruleset::from_json`](super::Ruleset::from_json): rulesctl, tests, any
+//! ruleset not checked at build time) compiles every regex up front as
+//! before, so an invalid one is an error there and then.
+
+use std::sync::OnceLock;
+
+use regex_syntax::ast::{self, Ast};
+
+/// The size limit every rule regex is compiled with.
+const SIZE_LIMIT: usize = 1 << 20;
+
+fn build(source: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(source)
+        .size_limit(SIZE_LIMIT)
+        .build()
+}
+
+#[derive(Debug)]
+pub(crate) struct Regex {
+    source: Box<str>,
+    /// Capture group names by index (0 is the whole match: `None`).
+    names: Box<[Option<Box<str>>]>,
+    compiled: OnceLock<regex::Regex>,
+}
+
+impl Regex {
+    /// Compiled now: an invalid regex is an error.
+    pub(crate) fn eager(source: &str) -> Result<Regex, String> {
+        let re = build(source).map_err(|e| e.to_string())?;
+        let names = re
+            .capture_names()
+            .map(|n| n.map(Box::from))
+            .collect::<Vec<_>>()
+            .into_boxed_slice();
+        Ok(Regex {
+            source: source.into(),
+            names,
+            compiled: OnceLock::from(re),
+        })
+    }
+
+    /// Parsed now, compiled on first use. Only for regexes known to compile
+    /// (checked at build time): a syntax error is still an error here, but
+    /// a regex that parses and then fails to compile (over the size limit,
+    /// an unknown unicode class) would panic on first use.
+    pub(crate) fn lazy(source: &str) -> Result<Regex, String> {
+        let parsed = ast::parse::Parser::new()
+            .parse(source)
+            .map_err(|e| e.to_string())?;
+        let mut names: Vec<Option<Box<str>>> = vec![None];
+        collect_groups(&parsed, &mut names);
+        Ok(Regex {
+            source: source.into(),
+            names: names.into_boxed_slice(),
+            compiled: OnceLock::new(),
+        })
+    }
+
+    fn get(&self) -> &regex::Regex {
+        self.compiled.get_or_init(|| {
+            build(&self.source).unwrap_or_else(|e| {
+                panic!(
+                    "rule regex {:?} was checked at build time but does not compile: {e}",
+                    self.source
+                )
+            })
+        })
+    }
+
+    pub(crate) fn is_match(&self, haystack: &str) -> bool {
+        self.get().is_match(haystack)
+    }
+
+    pub(crate) fn captures<'h>(&self, haystack: &'h str) -> Option<regex::Captures<'h>> {
+        self.get().captures(haystack)
+    }
+
+    /// The number of groups, the whole match included (as
+    /// [`regex::Regex::captures_len`]), without compiling.
+    pub(crate) fn captures_len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The groups' names by index (as [`regex::Regex::capture_names`]),
+    /// without compiling.
+    pub(crate) fn capture_names(&self) -> impl Iterator<Item = Option<&str>> {
+        self.names.iter().map(|n| n.as_deref())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_compiled(&self) -> bool {
+        self.compiled.get().is_some()
+    }
+}
+
+/// Records every capture group of `ast` at its index (named or not).
+fn collect_groups(ast: &Ast, names: &mut Vec<Option<Box<str>>>) {
+    match ast {
+        Ast::Group(group) => {
+            let slot = match &group.kind {
+                ast::GroupKind::CaptureIndex(index) => Some((*index, None)),
+                ast::GroupKind::CaptureName { name, .. } => {
+                    Some((name.index, Some(Box::from(name.name.as_str()))))
+                }
+                ast::GroupKind::NonCapturing(_) => None,
+            };
+            if let Some((index, name)) = slot {
+                let index = index as usize;
+                if names.len() <= index {
+                    names.resize(index + 1, None);
+                }
+                names[index] = name;
+            }
+            collect_groups(&group.ast, names);
+        }
+        Ast::Repetition(rep) => collect_groups(&rep.ast, names),
+        Ast::Alternation(alt) => alt.asts.iter().for_each(|a| collect_groups(a, names)),
+        Ast::Concat(concat) => concat.asts.iter().for_each(|a| collect_groups(a, names)),
+        Ast::Empty(_)
+        | Ast::Flags(_)
+        | Ast::Literal(_)
+        | Ast::Dot(_)
+        | Ast::Assertion(_)
+        | Ast::ClassUnicode(_)
+        | Ast::ClassPerl(_)
+        | Ast::ClassBracketed(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsed_names_are_the_compiled_ones() {
+        for source in [
+            "^/jwt/auth$",
+            r"^(?<cell_name>cell-[0-9]+)-[0-9a-f]{32}$",
+            r"^(a)(?:b)(?P<x>c(d)|(?<y>e))*(f)?$",
+            r"(?i)((?<n>x)|[()](y))",
+            r"\((?<after>z)\)",
+            r"[a-z(]+(?<q>.)",
+        ] {
+            let eager = Regex::eager(source).unwrap();
+            let lazy = Regex::lazy(source).unwrap();
+            assert!(!lazy.is_compiled());
+            assert_eq!(
+                lazy.capture_names().collect::<Vec<_>>(),
+                eager.capture_names().collect::<Vec<_>>(),
+                "{source}"
+            );
+            assert_eq!(lazy.captures_len(), eager.captures_len(), "{source}");
+            assert_eq!(lazy.is_match("cell-1-x"), eager.is_match("cell-1-x"));
+            assert!(lazy.is_compiled());
+        }
+        assert!(Regex::lazy("(unclosed").is_err());
+        assert!(Regex::eager("(unclosed").is_err());
+    }
+}
