@@ -9,20 +9,10 @@
 // max-age=10), projects drawn from 50 per namespace; plus the
 // application's own routes (/dashboard, /api/v4, /users: fixed prefixes;
 // /-/profile: fixed, exact).
+import { known, namespaces, rand, namespace } from "./path-mix.mjs";
 import { startDemoStack, request, getJson, requestLogs } from "../tests/e2e/harness.mjs";
 
 const N = Number(process.env.FIG_REQUESTS ?? 1000);
-const known = ["cell2-group", "acme", "cell3-group", "gitlab-org", "gitlab-com", "legacy-group"];
-const namespaces = [...known, ...Array.from({ length: 294 }, (_, i) => `ns-${i}`)];
-const weights = namespaces.map((_, i) => 1 / Math.pow(i + 1, 1.1));
-const total = weights.reduce((a, b) => a + b, 0);
-let seed = 7;
-const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
-const namespace = () => {
-  let r = rand() * total;
-  for (let i = 0; i < namespaces.length; i++) if ((r -= weights[i]) <= 0) return namespaces[i];
-  return namespaces.at(-1);
-};
 
 /** One request of the mix: [share, path]. */
 const KINDS = [

@@ -7,21 +7,11 @@
 // (hot) and many no cell owns (cold: the service answers 404 and the path
 // rule falls through to the session and token rules). The default negative
 // TTL (devstack: max-age=10) applies, so a long run re-asks cold keys.
+import { known, namespaces, rand, namespace } from "./path-mix.mjs";
 import { startDemoStack, request, sessionCookie, getJson } from "../tests/e2e/harness.mjs";
 import { routableToken } from "../tests/e2e/tokens.mjs";
 
 const N = Number(process.env.FIG_REQUESTS ?? 1000);
-const known = ["cell2-group", "acme", "cell3-group", "gitlab-org", "gitlab-com", "legacy-group"];
-const namespaces = [...known, ...Array.from({ length: 294 }, (_, i) => `ns-${i}`)];
-const weights = namespaces.map((_, i) => 1 / Math.pow(i + 1, 1.1));
-const total = weights.reduce((a, b) => a + b, 0);
-let seed = 7;
-const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
-const namespace = () => {
-  let r = rand() * total;
-  for (let i = 0; i < namespaces.length; i++) if ((r -= weights[i]) <= 0) return namespaces[i];
-  return namespaces.at(-1);
-};
 const cell = () => 1 + Math.floor(rand() * 3);
 
 /** One request of the mix: [share, path, headers]. */

@@ -248,7 +248,8 @@ impl CacheLevel {
     }
 }
 
-fn push_u64(out: &mut String, mut n: u64) {
+/// `n` in decimal, without a temporary string.
+pub(crate) fn push_u64(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {

@@ -147,20 +147,7 @@ pub enum Plan {
 
 /// A status as its decimal digits, without a temporary string.
 fn push_status(out: &mut String, status: u16) {
-    let mut digits = [0u8; 5];
-    let mut at = digits.len();
-    let mut n = status;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[at..] {
-        out.push(char::from(d));
-    }
+    crate::log::push_u64(out, u64::from(status));
 }
 
 fn push_answer(out: &mut String, a: &Answer) {

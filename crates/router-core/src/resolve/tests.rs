@@ -248,25 +248,9 @@ fn a_failing_or_garbage_learn_call_ends_at_the_legacy_cell() {
 #[test]
 fn concurrent_first_requests_for_a_path_share_one_learn_call() {
     let (resolver, service, _, _) = setup();
-    service.gate.closed.set(true);
     service.push(learned(PREFIX_G, "max-age=60"));
-    let mut pool = LocalPool::new();
-    let results = Rc::new(RefCell::new(Vec::new()));
-    for _ in 0..50 {
-        let resolver = resolver.clone();
-        let results = results.clone();
-        pool.spawner()
-            .spawn_local(async move {
-                let r = resolver.resolve(&learn_q("/g/p/-/issues")).await;
-                results.borrow_mut().push(r);
-            })
-            .unwrap();
-    }
-    pool.run_until_stalled();
-    service.gate.open();
-    pool.run();
+    let (_, results) = fifty_at_once(&resolver, &service, &learn_q("/g/p/-/issues"));
     assert_eq!(service.calls.get(), 1);
-    let results = results.borrow();
     assert!(results.iter().all(|r| address(r) == Some("cell-2:8080")));
     assert_eq!(results.iter().filter(|r| r.coalesced).count(), 49);
 }
@@ -327,6 +311,33 @@ fn session(prefix: &str) -> ClassifyRequest {
         value: Some(prefix.into()),
         target: Target::Web,
     }
+}
+
+/// Resolves `question` for 50 requests at once while the service is held:
+/// the calls made while they all wait, and their results.
+fn fifty_at_once(
+    resolver: &Rc<TestResolver>,
+    service: &Rc<FakeService>,
+    question: &ClassifyRequest,
+) -> (u32, Vec<Resolution>) {
+    service.gate.closed.set(true);
+    let mut pool = LocalPool::new();
+    let results = Rc::new(RefCell::new(Vec::new()));
+    for _ in 0..50 {
+        let (resolver, results, question) = (resolver.clone(), results.clone(), question.clone());
+        pool.spawner()
+            .spawn_local(async move {
+                let r = resolver.resolve(&question).await;
+                results.borrow_mut().push(r);
+            })
+            .unwrap();
+    }
+    pool.run_until_stalled();
+    let waiting = service.calls.get();
+    service.gate.open();
+    pool.run();
+    let results = results.borrow().clone();
+    (waiting, results)
 }
 
 fn run<F: Future>(f: F) -> F::Output {
@@ -527,25 +538,9 @@ fn unreadable_answers_fall_back_without_retry() {
 #[test]
 fn concurrent_misses_share_one_call() {
     let (resolver, service, _, _) = setup();
-    service.gate.closed.set(true);
     service.push(found("cell-2", "max-age=60"));
-    let mut pool = LocalPool::new();
-    let results = Rc::new(RefCell::new(Vec::new()));
-    for _ in 0..50 {
-        let resolver = resolver.clone();
-        let results = results.clone();
-        pool.spawner()
-            .spawn_local(async move {
-                let r = resolver.resolve(&session("cell-2")).await;
-                results.borrow_mut().push(r);
-            })
-            .unwrap();
-    }
-    pool.run_until_stalled();
-    assert_eq!(service.calls.get(), 1, "one call while 50 requests wait");
-    service.gate.open();
-    pool.run();
-    let results = results.borrow();
+    let (calls_while_waiting, results) = fifty_at_once(&resolver, &service, &session("cell-2"));
+    assert_eq!(calls_while_waiting, 1, "one call while 50 requests wait");
     assert_eq!(results.len(), 50);
     assert!(results.iter().all(|r| address(r) == Some("cell-2")));
     assert_eq!(service.calls.get(), 1);
