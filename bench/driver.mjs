@@ -16,6 +16,8 @@
 //       passthrough the router, rules/passthrough.json
 //       token-warm  the router, rules/session_token.json, memory cache warmed
 //       token-warm-quiet  the same with GITLAB_REQUEST_LOG=errors
+//       token-warm-ops    token-warm with ROUTER_CONTROL bound and GITLAB_CELLS
+//                   set (the control and cell health checks per request)
 //       cells       the router, rules/cells.json (path routing first), warmed
 //       token-cold  the router, rules/session_token.json, a new key per request
 //     The peers directory (BENCH_PEERS_DIR, default ../shared/peers relative
@@ -617,6 +619,22 @@ async function main() {
     { name: "token-warm", options: { ...router, bindings: routerVars("session_token") }, warm: true },
     // The same with GITLAB_REQUEST_LOG=errors: no log line for routine requests.
     { name: "token-warm-quiet", options: { ...router, bindings: { ...routerVars("session_token"), GITLAB_REQUEST_LOG: "errors" } }, warm: true },
+    // token-warm plus what operations add to every request: the runtime
+    // control document (ROUTER_CONTROL bound, empty: one clock read per
+    // request, a KV read per interval) and a cell list (GITLAB_CELLS: the
+    // per-cell circuit check, the health record read every few seconds).
+    {
+      name: "token-warm-ops",
+      options: {
+        ...router,
+        bindings: {
+          ...routerVars("session_token"),
+          GITLAB_CELLS: JSON.stringify(Array.from({ length: 10 }, (_, i) => ({ id: i + 1, address: sinkAddr, session_prefix: `cell-${i + 1}` }))),
+        },
+        kvNamespaces: ["ROUTER_CONTROL"],
+      },
+      warm: true,
+    },
     // Path routing first (organizations, project ids, namespaces), then the session and token rules.
     { name: "cells", options: { ...router, bindings: routerVars("cells") }, warm: true },
     { name: "token-cold", options: { ...router, bindings: routerVars("session_token") }, cold: true },
