@@ -6,9 +6,10 @@
 // and project ids (the soak's cold keys) and short cache lifetimes so that
 // entries expire inside a fault phase. Every process is a child of this one,
 // stopped by PID.
-import { mkdtempSync, writeFileSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { workerdChildren, rss } from "../tests/e2e/procs.mjs";
 import { ROOT, startReady, startRouter, stopChild, freePort, startDevstackUp } from "../tests/e2e/harness.mjs";
 
 
@@ -44,32 +45,7 @@ function topologyToml({ keys, cell4Addr, cacheControl, notFoundCacheControl }) {
   return toml;
 }
 
-/** PIDs of this process's workerd children. */
-export function workerdChildren() {
-  const pids = new Set();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid !== process.pid) continue;
-      if (readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0")[0].endsWith("workerd")) pids.add(Number(entry));
-    } catch {
-      // Gone while we looked.
-    }
-  }
-  return pids;
-}
-
-/** VmRSS of a process in bytes, or null when it is gone. */
-export function rss(pid) {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
-    return Number(line.split(/\s+/)[1]) * 1024;
-  } catch {
-    return null;
-  }
-}
+export { workerdChildren, rss };
 
 /** A ring of the router's log lines (the last `cap`), with a count of all. */
 export function logRing(cap = 5000) {

@@ -16,35 +16,13 @@ import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
 import { createHash, randomBytes } from "node:crypto";
-import { readFileSync, readdirSync } from "node:fs";
 import { startStack, request, sessionCookie, waitForLog, getJson } from "./harness.mjs";
 import { connect } from "./longlived-ws.mjs";
+import { workerdChildren, rss } from "./procs.mjs";
 import { setTimeout as sleep } from "node:timers/promises";
 
 const MiB = 1024 * 1024;
 
-/** PIDs of this process's workerd children (Miniflare spawns workerd directly). */
-function workerdChildren() {
-  const pids = new Set();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid !== process.pid) continue;
-      if (readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0")[0].endsWith("workerd")) pids.add(Number(entry));
-    } catch {
-      // The process went away while we looked.
-    }
-  }
-  return pids;
-}
-
-/** Resident set size of a process, in bytes. */
-function rss(pid) {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
-  return Number(line.split(/\s+/)[1]) * 1024;
-}
 
 const mib = (bytes) => `${(bytes / MiB).toFixed(1)} MiB`;
 

@@ -6,9 +6,9 @@
 // `x-demo-status`.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync, readdirSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startDemoStack, request, requestLogs } from "./harness.mjs";
+import { workerdChildren, rss } from "./procs.mjs";
 
 const MIN = 100;
 const MAX = 500;
@@ -119,26 +119,9 @@ test("200s, unclassified 404s and other statuses are not delayed", async (t) => 
   t.diagnostic(`medians: unclassified 404 ${Math.round(root)} ms, classified 410 ${Math.round(gone)} ms`);
 });
 
-/** PIDs of this process's workerd children. */
-function workerdChildren() {
-  const pids = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === process.pid && readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0")[0].endsWith("workerd")) pids.push(Number(entry));
-    } catch {
-      // gone while we looked
-    }
-  }
-  return pids;
-}
-
-const rss = (pid) => Number(readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:")).split(/\s+/)[1]) * 1024;
 
 test("200 delayed 404s waiting at once hold no bodies: workerd's memory stays flat", async (t) => {
-  const [workerd] = workerdChildren();
+  const [workerd] = [...workerdChildren()];
   assert.ok(workerd, "workerd's pid");
   const N = 200;
   const BODY = MiB; // each 404 carries 1 MiB: 200 MiB if they were buffered
