@@ -57,6 +57,7 @@ import { Miniflare } from "miniflare";
 import { routableToken } from "../tests/e2e/tokens.mjs";
 import { stopChild } from "../tests/e2e/harness.mjs";
 import { profile as cpuProfile, summarize } from "./profile.mjs";
+import { parsePairs, pairedRuns } from "./paired.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const env = process.env;
@@ -77,6 +78,9 @@ const OPT = {
   // Config names to profile (V8 CPU profile through the inspector) instead
   // of the measured rounds.
   profile: (env.BENCH_PROFILE ?? "").split(",").filter(Boolean),
+  // Pairs of configurations loaded side by side (a:b,...), instead of the
+  // measured rounds (bench/paired.mjs).
+  paired: parsePairs(env.BENCH_PAIRED ?? ""),
   // Only these configurations (plus `null`, `floor-log` and `peer-log`, the ratios' baselines).
   configs: (env.BENCH_CONFIGS ?? "").split(",").filter(Boolean),
 };
@@ -97,7 +101,7 @@ const log = (...a) => console.error("bench:", ...a);
 function procStat(pid) {
   const s = readFileSync(`/proc/${pid}/stat`, "utf8");
   const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
-  return { ppid: Number(f[1]), cpuTicks: Number(f[11]) + Number(f[12]) };
+  return { ppid: Number(f[1]), cpuTicks: Number(f[11]) + Number(f[12]), userTicks: Number(f[11]) };
 }
 
 function procStatusKiB(pid, field) {
@@ -660,7 +664,8 @@ async function main() {
     const unknown = OPT.configs.filter((c) => !specs.some((s) => s.name === c));
     if (unknown.length) throw new Error(`BENCH_CONFIGS names unknown configurations: ${unknown.join(", ")}`);
     const baselines = ["null", "floor-log", "peer-log"];
-    specs.splice(0, specs.length, ...specs.filter((s) => baselines.includes(s.name) || OPT.configs.includes(s.name)));
+    const paired = OPT.paired.flat();
+    specs.splice(0, specs.length, ...specs.filter((s) => baselines.includes(s.name) || OPT.configs.includes(s.name) || paired.includes(s.name)));
   }
   const targets = [];
   for (const s of specs) {
@@ -692,6 +697,7 @@ async function main() {
   }
 
   if (OPT.profile.length) return profileMode(specs, targets, ts, sinkInfo);
+  if (OPT.paired.length) return pairedMode(targets);
 
   // Load rounds.
   const runs = [];
@@ -990,6 +996,41 @@ async function profileMode(specs, targets, ts, sinkInfo) {
   writeFileSync(join(OUT_DIR, "profile.json"), JSON.stringify(results, null, 2) + "\n");
   console.log(lines.join("\n"));
   return 0;
+}
+
+/**
+ * BENCH_PAIRED mode: each pair's two configurations under load at the same
+ * time (bench/paired.mjs); prints the CPU difference and the req/s ratio
+ * per pair and concurrency, medians over BENCH_ROUNDS, and writes
+ * target/bench/paired.json.
+ */
+async function pairedMode(targets) {
+  const load = async (t, concurrency, seconds) => {
+    const script = join(ROOT, "bench", "wrk", t.cold ? "cold.lua" : "mix.lua");
+    const w = await runWrk(t, { concurrency, script, mixFile: t.mixFile, seconds });
+    return { requests: w.requests, rps: w.requests / (w.duration_us / 1e6), errors: Object.values(w.errors).reduce((a, b) => a + b, 0) };
+  };
+  const result = await pairedRuns({
+    pairs: OPT.paired,
+    targets,
+    rounds: OPT.rounds,
+    concurrency: OPT.concurrency,
+    seconds: OPT.seconds,
+    warmupSeconds: OPT.warmupSeconds,
+    load,
+    cpuTicks: (pid) => procStat(pid),
+    ticksPerSecond: CLK_TCK,
+    log,
+  });
+  writeFileSync(join(OUT_DIR, "paired.json"), JSON.stringify({ options: OPT, ...result }, null, 2) + "\n");
+  console.log(`\n== Paired (both configurations loaded at once, one wrk each; ${OPT.rounds} round(s) × ${OPT.seconds}s; medians over rounds of per-round figures)`);
+  console.log(
+    table(
+      ["a", "b", "conc", "a CPU µs/req", "b CPU µs/req", "CPU a−b µs", "min", "max", "CPU a/b", "req/s a/b"],
+      result.summary.map((x) => [x.a, x.b, String(x.concurrency), fmt(x.a_cpu_us_per_req), fmt(x.b_cpu_us_per_req), fmt(x.cpu_extra_us), fmt(x.cpu_extra_us_min), fmt(x.cpu_extra_us_max), fmt(x.cpu_ratio, 3), fmt(x.rps_ratio, 2)]),
+    ),
+  );
+  return result.errors;
 }
 
 let code = 0;

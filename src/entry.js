@@ -143,17 +143,19 @@ function restartWasm() {
  * `routerSetup`'s answer, once per instance, made ready for `scanHeaders`
  * and `apply`: the header names the rules need (as a name → position map;
  * null when they need every header), the client headers always dropped (a
- * Set) and the prefixes of those always dropped, the signing key.
+ * Set) and the prefixes of those always dropped, the signing key, the
+ * answer to a failed upstream fetch (the plan's answer form).
  */
 let setup;
 
 function loadSetup(env) {
-  const [names, baseDrop, dropPrefixes, seed] = glue.routerSetup(env);
+  const [names, baseDrop, dropPrefixes, seed, upstreamAnswer] = glue.routerSetup(env);
   return {
     wanted: names === null ? null : new Map(names.map((name, i) => [name, i])),
     baseDrop: new Set(baseDrop),
     dropPrefixes,
     signingKey: seed === null ? null : importSigningKey(seed),
+    upstreamAnswer,
   };
 }
 
@@ -184,22 +186,36 @@ async function signToken(input) {
 }
 
 /**
+ * Whether the client header `name` is dropped: in `dropped` or starting
+ * with one of `prefixes`, compared with "_" read as "-"
+ * (forward::drop_key: Rack maps X_Forwarded_Host and X-Forwarded-Host to
+ * the same variable).
+ */
+function isDropped(name, dropped, prefixes) {
+  const key = name.includes("_") ? name.replaceAll("_", "-") : name;
+  if (dropped.has(key)) return true;
+  for (let i = 0; i < prefixes.length; i++) if (key.startsWith(prefixes[i])) return true;
+  return false;
+}
+
+/**
  * One pass over the client's headers (forEach: no iterator objects, one
  * call into the runtime): the values the rules need, joined by NUL in
  * `wanted`'s order with an absent header as "\x01" (so they cross into wasm
- * as one string), and every header name, to find what to drop.
+ * as one string), and the names of those always dropped.
  */
 function scanHeaders(headers, wanted) {
   const values = wanted === null ? null : new Array(wanted.size).fill("\u0001");
-  const names = [];
+  const drops = [];
+  const { baseDrop, dropPrefixes } = setup;
   headers.forEach((value, name) => {
-    names.push(name);
+    if (isDropped(name, baseDrop, dropPrefixes)) drops.push(name);
     if (values !== null) {
       const i = wanted.get(name);
       if (i !== undefined) values[i] = value;
     }
   });
-  return { joined: values === null ? undefined : values.join("\u0000"), names };
+  return { joined: values === null ? undefined : values.join("\u0000"), drops };
 }
 
 function errorMessage(error) {
@@ -235,8 +251,11 @@ function fail(field, why, head, started) {
   return answer;
 }
 
-/** Does what the plan (from routeSync or routeAsync) says with `request`. */
-async function apply(request, method, clientHeaderNames, plan, started) {
+/**
+ * Does what the plan (from routeSync or routeAsync) says with `request`;
+ * `drops`: the client headers `scanHeaders` found always dropped.
+ */
+async function apply(request, method, drops, plan, started) {
   const f = plan.split(FIELD);
   if (f[0] === "A") {
     const [, answer, logHead, logTail, logMinStatus] = f;
@@ -244,15 +263,16 @@ async function apply(request, method, clientHeaderNames, plan, started) {
     writeLog(logHead, logTail, logMinStatus, res.status, started);
     return res;
   }
-  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailure, logHead, logTail, logMinStatus, notFoundDelay, report] = f;
-  const { baseDrop, dropPrefixes } = setup;
-  const dropped = drop === "" ? baseDrop : new Set(drop.split(ITEM));
+  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailureLog, logHead, logTail, logMinStatus, notFoundDelay, report] = f;
   const headers = new Headers(request.headers);
-  for (const name of clientHeaderNames) {
-    // Names compare with "_" read as "-" (forward::drop_key): Rack maps
-    // X_Forwarded_Host and X-Forwarded-Host to the same variable.
-    const key = name.includes("_") ? name.replaceAll("_", "-") : name;
-    if (dropped.has(key) || dropPrefixes.some((prefix) => key.startsWith(prefix))) headers.delete(name);
+  if (drop === "") {
+    for (const name of drops) headers.delete(name);
+  } else {
+    // Names the client's Connection header listed besides the usual set.
+    const dropped = new Set(drop.split(ITEM));
+    for (const name of request.headers.keys()) {
+      if (isDropped(name, dropped, setup.dropPrefixes)) headers.delete(name);
+    }
   }
   const pairs = set.split(ITEM);
   for (let i = 0; i + 1 < pairs.length; i += 2) headers.set(pairs[i], pairs[i + 1]);
@@ -269,7 +289,7 @@ async function apply(request, method, clientHeaderNames, plan, started) {
     upstream = await fetch(url, { method, headers, body: request.body, redirect: "manual" });
   } catch (error) {
     if (report !== "") reportOutcome(report, 0, sent);
-    return fail(upstreamFailure, errorMessage(error), logHead, started);
+    return fail(`${upstreamFailureLog}${ITEM}${setup.upstreamAnswer}`, errorMessage(error), logHead, started);
   }
   const status = upstream.status;
   // A listed cell's outcome goes back to Rust (its circuit) only when the
@@ -298,6 +318,11 @@ function internalError(error) {
   const started = Date.now();
   let plan;
   try {
+    // Right after a panic the fresh instance must be running before a
+    // string is passed: the glue copies an argument into the instance it
+    // has and only then starts the fresh one, which would get a pointer
+    // into the old one's memory (and free it in its own heap).
+    if (restartPending) glue.__worker_init_state();
     plan = glue.internalError(errorMessage(error));
   } catch {
     plan = INTERNAL_ERROR;
@@ -321,12 +346,12 @@ export default {
       }
       const url = request.url;
       const method = request.method;
-      const { joined, names } = scanHeaders(request.headers, setup.wanted);
+      const { joined, drops } = scanHeaders(request.headers, setup.wanted);
       let plan = joined === undefined ? undefined : glue.routeSync(env, url, method, joined);
       if (plan === undefined) {
         plan = await unlessPanic(glue.routeAsync(env, ctx, request, url, method, joined));
       }
-      return await apply(request, method, names, plan, started);
+      return await apply(request, method, drops, plan, started);
     } catch (error) {
       if (error instanceof WebAssembly.RuntimeError) restartWasm();
       return internalError(error);

@@ -1,7 +1,7 @@
 //! The core's I/O traits implemented with workerd's APIs: `fetch` for the
 //! Topology Service, the Cache API as the shared cache, and JS time.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use router_core::cells::{CellList, HealthRecord, ProbeResult};
@@ -41,7 +41,7 @@ pub fn random_uuid() -> String {
 /// A request needs up to three; asking `crypto.randomUUID()` for each cost
 /// three calls out of wasm (the global, its `crypto`, the UUID) and a
 /// string copied back per id. Instead the CSPRNG's bytes are drawn
-/// [`RANDOM_POOL`] at a time (`crypto.getRandomValues`, one call per ~10
+/// [`RANDOM_POOL`] at a time (`crypto.getRandomValues`, one call per ~100
 /// requests) and each id takes 16 of them, with a v4 UUID's version and
 /// variant bits set as `randomUUID` sets them.
 pub fn random_hex32() -> String {
@@ -79,8 +79,10 @@ pub fn random_hex32() -> String {
     out
 }
 
-/// Bytes drawn from the CSPRNG at a time for [`random_hex32`].
-const RANDOM_POOL: usize = 512;
+/// Bytes drawn from the CSPRNG at a time for [`random_hex32`]: one
+/// `getRandomValues` call per ~100 requests (a call costs workerd tens of
+/// µs, most of it whatever the size, which is at most 64 KiB).
+const RANDOM_POOL: usize = 4096;
 
 thread_local! {
     /// The CSPRNG bytes not handed out yet, and how many of the pool are used.
@@ -336,9 +338,47 @@ impl SharedCache for CacheApi {
 /// Time, randomness and timers from JS.
 pub struct JsPlatform;
 
+thread_local! {
+    /// While a [`HeldClock`] lives: `Some` (NaN until the first read).
+    static HELD_NOW: Cell<Option<f64>> = const { Cell::new(None) };
+}
+
+/// `Date.now()`, read at most once per [`HeldClock`]: workerd moves the
+/// clock only between I/O events, never while code runs, so a second read
+/// inside one synchronous call would return the same value and only cost
+/// another call out of wasm.
+pub fn now() -> f64 {
+    HELD_NOW.with(|held| match held.get() {
+        Some(now) if !now.is_nan() => now,
+        Some(_) => {
+            let now = js_sys::Date::now();
+            held.set(Some(now));
+            now
+        }
+        None => js_sys::Date::now(),
+    })
+}
+
+/// While alive, [`now`] reads the clock once and returns that reading.
+/// Only for a synchronous call into wasm (an `await` lets time pass).
+pub struct HeldClock;
+
+impl HeldClock {
+    pub fn hold() -> HeldClock {
+        HELD_NOW.with(|held| held.set(Some(f64::NAN)));
+        HeldClock
+    }
+}
+
+impl Drop for HeldClock {
+    fn drop(&mut self) {
+        HELD_NOW.with(|held| held.set(None));
+    }
+}
+
 impl Platform for JsPlatform {
     fn now_ms(&self) -> u64 {
-        js_sys::Date::now() as u64
+        now() as u64
     }
 
     fn random(&self) -> f64 {

@@ -53,6 +53,10 @@ describe("a Rust panic", () => {
         assert.equal(logs.find((l) => l.path === "/after")?.cache, "cache-api", "a fresh memory cache (the Cache API still has the answer)");
         assert.equal(logs.find((l) => l.path === "/after-2")?.cache, "memory");
         assert.ok(stack.logs.some((l) => l.includes("Rust panic: restarting the wasm instance")), stack.logs.join("\n"));
+        // The panicked request's line names what failed: its message was
+        // passed to the fresh instance, not read from the dead one's memory.
+        const internal = stack.logs.filter((l) => l.includes('"message":"internal error: '));
+        assert.ok(internal.length > 0 && internal.every((l) => !l.includes("\\u0000")), internal.join("\n"));
         assert.ok(stack.logs.some((l) => l.includes(`panic probe: route${place === "sync" ? "Sync" : "Async"}`)), "the panic message is logged");
         assert.ok(countLines(stack, '"scope":"config"') > configLines, "the fresh instance read its config again");
       } finally {

@@ -2,6 +2,8 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::log::push_quoted;
+
 /// Claim types the Topology Service knows, as `(UPPER_SNAKE, camelCase)`:
 /// the fields of its `Claim` message. A ruleset naming anything else is
 /// rejected when it is compiled; the schema (`schema/ruleset.schema.json`)
@@ -121,29 +123,31 @@ impl ClassifyRequest {
         // Written by hand, not through a JSON map, so the key order is the
         // spec's and cannot change with serde_json's feature flags.
         let value = self.value.as_deref().unwrap_or("");
-        let mut body = match self.kind {
+        let mut body = String::with_capacity(48 + value.len());
+        match self.kind {
             ClassifyKind::Claim(i) => {
-                format!(
-                    r#"{{"claims":[{{"{}":{}}}]"#,
-                    CLAIM_TYPES[i].1,
-                    json_string(value)
-                )
+                body.push_str(r#"{"claims":[{""#);
+                body.push_str(CLAIM_TYPES[i].1);
+                body.push_str(r#"":"#);
+                push_quoted(&mut body, value);
+                body.push_str("}]");
             }
-            ClassifyKind::FirstCell => r#"{"type":"FIRST_CELL""#.to_string(),
+            ClassifyKind::FirstCell => body.push_str(r#"{"type":"FIRST_CELL""#),
             ClassifyKind::Learn => {
                 let (method, path) = crate::learn::method_and_path(value);
-                format!(
-                    r#"{{"learn":{{"method":{},"path_info":{}}}"#,
-                    json_string(method),
-                    json_string(path)
-                )
+                body.push_str(r#"{"learn":{"method":"#);
+                push_quoted(&mut body, method);
+                body.push_str(r#","path_info":"#);
+                push_quoted(&mut body, path);
+                body.push('}');
             }
-            kind => format!(
-                r#"{{"type":"{}","value":{}"#,
-                kind.name(),
-                json_string(value)
-            ),
-        };
+            kind => {
+                body.push_str(r#"{"type":""#);
+                body.push_str(kind.name());
+                body.push_str(r#"","value":"#);
+                push_quoted(&mut body, value);
+            }
+        }
         if self.target == Target::Registry {
             body.push_str(r#","target":"registry""#);
         }
@@ -179,10 +183,6 @@ impl ClassifyRequest {
         }
         key
     }
-}
-
-fn json_string(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
 }
 
 #[cfg(test)]

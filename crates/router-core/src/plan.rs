@@ -9,6 +9,10 @@
 //! lists and pairs inside a field joined by `\x01`. Neither byte can occur
 //! in a URL, an HTTP field value or a JSON text, so nothing needs escaping.
 
+use std::borrow::Cow;
+
+use crate::error::RouterError;
+
 /// Separates a plan's fields.
 pub const FIELD: char = '\u{0}';
 /// Separates the items of a list or pair inside a field.
@@ -120,11 +124,13 @@ pub struct Forward {
     /// Client headers to delete; empty: the isolate's usual set
     /// (`routerSetup`).
     pub drop: Vec<String>,
-    /// Headers to set, in order.
-    pub set: Vec<(String, String)>,
+    /// Headers to set, in order (names are mostly constants: no copy).
+    pub set: Vec<(Cow<'static, str>, String)>,
     pub signing: Option<Signing>,
-    /// What a failed upstream fetch answers.
-    pub on_upstream_failure: Failure,
+    /// How a failed upstream fetch's log line opens its `error` (as
+    /// [`Failure::log_error_open`]); the answer is the same for every
+    /// request, [`upstream_failure_answer`], which the entry gets once.
+    pub upstream_failure_log: String,
     pub log: LogPlan,
     /// Milliseconds the entry waits before returning a 404 from the
     /// upstream (`GITLAB_NOT_FOUND_DELAY_MS`, drawn by Rust); 0: none. The
@@ -143,6 +149,20 @@ pub enum Plan {
         answer: Answer,
         log: Option<LogPlan>,
     },
+}
+
+/// What the router answers when the upstream fetch of a forwarded request
+/// fails (it is the same for every request, so it is not in each plan).
+pub fn upstream_failure_answer() -> Answer {
+    RouterError::UpstreamUnreachable(String::new()).answer()
+}
+
+/// [`upstream_failure_answer`] in the plan's answer form (`status ITEM
+/// name ITEM value … ITEM body`), for the entry's set-up.
+pub fn encoded_upstream_failure_answer() -> String {
+    let mut out = String::new();
+    push_answer(&mut out, &upstream_failure_answer());
+    out
 }
 
 /// A status as its decimal digits, without a temporary string.
@@ -196,12 +216,12 @@ fn parse_log(head: &str, tail: &str, min_status: &str) -> Option<Option<LogPlan>
     }))
 }
 
-fn push_pairs(out: &mut String, pairs: &[(String, String)]) {
+fn push_pairs<N: AsRef<str>>(out: &mut String, pairs: &[(N, String)]) {
     for (i, (name, value)) in pairs.iter().enumerate() {
         if i > 0 {
             out.push(ITEM);
         }
-        out.push_str(name);
+        out.push_str(name.as_ref());
         out.push(ITEM);
         out.push_str(value);
     }
@@ -245,7 +265,8 @@ impl Plan {
     /// * forward: `F, url, drop (names by ITEM; empty: the usual set), set
     ///   (name ITEM value ITEM …), sign input (empty: unsigned), sign header,
     ///   sign failure (a failure; empty: forward unsigned), upstream
-    ///   failure, log head, log tail, log min status, 404 delay in ms (0:
+    ///   failure's log error opening (its answer is
+    ///   [`encoded_upstream_failure_answer`]), log head, log tail, log min status, 404 delay in ms (0:
     ///   none), report (empty: none; [`Report::encode`])`
     /// * answer: `A, answer, log head (empty: no line), log tail, log min
     ///   status`
@@ -290,11 +311,11 @@ impl Plan {
                     out.push(FIELD);
                 }
                 out.push(FIELD);
-                push_failure(&mut out, &f.on_upstream_failure);
+                out.push_str(&f.upstream_failure_log);
                 out.push(FIELD);
                 push_log(&mut out, Some(&f.log));
                 out.push(FIELD);
-                out.push_str(&f.not_found_delay_ms.to_string());
+                crate::log::push_u64(&mut out, u64::from(f.not_found_delay_ms));
                 out.push(FIELD);
                 if let Some(report) = &f.report {
                     out.push_str(&report.encode());
@@ -320,7 +341,10 @@ impl Plan {
                     } else {
                         drop.split(ITEM).map(str::to_string).collect()
                     },
-                    set: parse_pairs(&set.split(ITEM).collect::<Vec<_>>())?,
+                    set: parse_pairs(&set.split(ITEM).collect::<Vec<_>>())?
+                        .into_iter()
+                        .map(|(name, value)| (Cow::Owned(name), value))
+                        .collect(),
                     signing: if sign_input.is_empty() {
                         None
                     } else {
@@ -334,7 +358,7 @@ impl Plan {
                             },
                         })
                     },
-                    on_upstream_failure: parse_failure(upstream_failure)?,
+                    upstream_failure_log: upstream_failure.to_string(),
                     log: parse_log(head, tail, min_status)??,
                     not_found_delay_ms: delay.parse().ok()?,
                     report: if report.is_empty() {
@@ -373,10 +397,7 @@ mod tests {
                 ),
             ],
             signing,
-            on_upstream_failure: Failure {
-                answer: Answer::text(502, "gitlab-http-router: upstream unreachable\n"),
-                log_error_open: r#","error":"upstream fetch failed: "#.into(),
-            },
+            upstream_failure_log: r#","error":"upstream fetch failed: "#.into(),
             log: LogPlan {
                 head: r#"{"ruleset":"cells","#.into(),
                 tail: "}".into(),

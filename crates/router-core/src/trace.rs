@@ -39,9 +39,15 @@ impl Trace {
         let traceparent = match traceparent.map(str::trim).filter(|t| is_traceparent(t)) {
             Some(t) => t.to_string(),
             None => {
-                let trace_id = nonzero(random_hex32());
-                let parent_id = nonzero(random_hex32()[..16].to_string());
-                format!("00-{trace_id}-{parent_id}-01")
+                let trace_id = random_hex32();
+                let parent_id = random_hex32();
+                let mut t = String::with_capacity(55);
+                t.push_str("00-");
+                push_nonzero(&mut t, &trace_id);
+                t.push('-');
+                push_nonzero(&mut t, &parent_id[..16]);
+                t.push_str("-01");
+                t
             }
         };
         Trace {
@@ -97,26 +103,33 @@ pub fn is_traceparent(value: &str) -> bool {
         && parent_id.bytes().any(|b| b != b'0')
 }
 
-fn nonzero(mut hex: String) -> String {
-    if hex.bytes().all(|b| b == b'0') {
-        hex.replace_range(hex.len() - 1.., "1");
+/// `hex`, with its last digit made `1` when it is all zeros (an all-zero
+/// trace or parent id is invalid).
+fn push_nonzero(out: &mut String, hex: &str) {
+    if !hex.is_empty() && hex.bytes().all(|b| b == b'0') {
+        out.push_str(&hex[..hex.len() - 1]);
+        out.push('1');
+    } else {
+        out.push_str(hex);
     }
-    hex
 }
 
 /// 32 hex digits as a UUID's 8-4-4-4-12 groups.
 fn uuid_of(hex: &str) -> String {
-    if hex.len() != 32 {
+    if hex.len() != 32 || !hex.is_ascii() {
         return hex.to_string();
     }
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    let mut uuid = String::with_capacity(36);
+    for (i, group) in [0..8, 8..12, 12..16, 16..20, 20..32]
+        .into_iter()
+        .enumerate()
+    {
+        if i > 0 {
+            uuid.push('-');
+        }
+        uuid.push_str(&hex[group]);
+    }
+    uuid
 }
 
 #[cfg(test)]

@@ -11,6 +11,13 @@
 //! ([`Ruleset::from_json`](super::Ruleset::from_json): rulesctl, tests, any
 //! ruleset not checked at build time) compiles every regex up front as
 //! before, so an invalid one is an error there and then.
+//!
+//! Either way a regex that starts with `^` and literal text (most path
+//! rules: `^/api/v4/projects/…`, `^/jwt/auth$`; the session cookie's name)
+//! first checks that the haystack starts with that text, and refuses it
+//! without running the regex engine when it does not: the worker's regex
+//! build leaves out the crate's literal optimisations (`perf-literal`) for
+//! size, so this is the one that matters for rules most requests fail.
 
 use std::sync::OnceLock;
 
@@ -31,12 +38,19 @@ pub(crate) struct Regex {
     /// Capture group names by index (0 is the whole match: `None`).
     names: Box<[Option<Box<str>>]>,
     compiled: OnceLock<regex::Regex>,
+    /// What every match starts with at the haystack's start
+    /// ([`required_prefix`]).
+    prefix: Option<Box<str>>,
 }
 
 impl Regex {
     /// Compiled now: an invalid regex is an error.
     pub(crate) fn eager(source: &str) -> Result<Regex, String> {
         let re = build(source).map_err(|e| e.to_string())?;
+        let prefix = ast::parse::Parser::new()
+            .parse(source)
+            .ok()
+            .and_then(|parsed| required_prefix(&parsed));
         let names = re
             .capture_names()
             .map(|n| n.map(Box::from))
@@ -46,6 +60,7 @@ impl Regex {
             source: source.into(),
             names,
             compiled: OnceLock::from(re),
+            prefix,
         })
     }
 
@@ -63,6 +78,7 @@ impl Regex {
             source: source.into(),
             names: names.into_boxed_slice(),
             compiled: OnceLock::new(),
+            prefix: required_prefix(&parsed),
         })
     }
 
@@ -77,11 +93,21 @@ impl Regex {
         })
     }
 
+    /// Whether `haystack` lacks the text every match starts with.
+    fn refused_by_prefix(&self, haystack: &str) -> bool {
+        self.prefix
+            .as_deref()
+            .is_some_and(|prefix| !haystack.starts_with(prefix))
+    }
+
     pub(crate) fn is_match(&self, haystack: &str) -> bool {
-        self.get().is_match(haystack)
+        !self.refused_by_prefix(haystack) && self.get().is_match(haystack)
     }
 
     pub(crate) fn captures<'h>(&self, haystack: &'h str) -> Option<regex::Captures<'h>> {
+        if self.refused_by_prefix(haystack) {
+            return None;
+        }
         self.get().captures(haystack)
     }
 
@@ -100,6 +126,70 @@ impl Regex {
     #[cfg(test)]
     pub(crate) fn is_compiled(&self) -> bool {
         self.compiled.get().is_some()
+    }
+}
+
+/// The literal text a match of `ast` must start with at the haystack's
+/// start: the literal characters right after a leading `^` (or `\A`),
+/// through groups that begin with them. `None` when the regex does not
+/// start with `^` and a literal, or sets flags anywhere (case-insensitive
+/// or multi-line would change what the text or `^` match).
+fn required_prefix(ast: &Ast) -> Option<Box<str>> {
+    if sets_flags(ast) {
+        return None;
+    }
+    let Ast::Concat(concat) = ast else {
+        return None;
+    };
+    let (first, rest) = concat.asts.split_first()?;
+    let Ast::Assertion(anchor) = first else {
+        return None;
+    };
+    if !matches!(
+        anchor.kind,
+        ast::AssertionKind::StartLine | ast::AssertionKind::StartText
+    ) {
+        return None;
+    }
+    let mut prefix = String::new();
+    push_literal_start(rest, &mut prefix);
+    (!prefix.is_empty()).then(|| prefix.into())
+}
+
+/// Appends the literal characters `items` start with; true when every item
+/// was literal (so what follows them continues the text).
+fn push_literal_start(items: &[Ast], out: &mut String) -> bool {
+    for item in items {
+        let whole = match item {
+            Ast::Literal(literal) => {
+                out.push(literal.c);
+                true
+            }
+            Ast::Group(group) => match &*group.ast {
+                Ast::Concat(inner) => push_literal_start(&inner.asts, out),
+                other => push_literal_start(std::slice::from_ref(other), out),
+            },
+            _ => false,
+        };
+        if !whole {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether `ast` sets any flag (`(?i)`, `(?m:…)`, …) anywhere.
+fn sets_flags(ast: &Ast) -> bool {
+    match ast {
+        Ast::Flags(_) => true,
+        Ast::Group(group) => {
+            matches!(&group.kind, ast::GroupKind::NonCapturing(flags) if !flags.items.is_empty())
+                || sets_flags(&group.ast)
+        }
+        Ast::Repetition(rep) => sets_flags(&rep.ast),
+        Ast::Alternation(alt) => alt.asts.iter().any(sets_flags),
+        Ast::Concat(concat) => concat.asts.iter().any(sets_flags),
+        _ => false,
     }
 }
 
@@ -161,9 +251,138 @@ mod tests {
             );
             assert_eq!(lazy.captures_len(), eager.captures_len(), "{source}");
             assert_eq!(lazy.is_match("cell-1-x"), eager.is_match("cell-1-x"));
-            assert!(lazy.is_compiled());
+            // A haystack the prefix check refuses never reaches the engine.
+            assert_eq!(lazy.is_compiled(), !lazy.refused_by_prefix("cell-1-x"));
+            assert_eq!(lazy.is_match("("), eager.is_match("("));
         }
         assert!(Regex::lazy("(unclosed").is_err());
         assert!(Regex::eager("(unclosed").is_err());
+    }
+
+    fn prefix_of(source: &str) -> Option<String> {
+        let lazy = Regex::lazy(source).unwrap();
+        let eager = Regex::eager(source).unwrap();
+        assert_eq!(lazy.prefix, eager.prefix, "{source}");
+        lazy.prefix.map(String::from)
+    }
+
+    #[test]
+    fn the_literal_start_of_anchored_regexes_is_found() {
+        for (source, prefix) in [
+            ("^/jwt/auth$", Some("/jwt/auth")),
+            (
+                r"^/api/v4/projects/(?<id>[0-9]+)(?:/|$)",
+                Some("/api/v4/projects/"),
+            ),
+            (r"^_gitlab_session(_[0-9a-f]+)?$", Some("_gitlab_session")),
+            (r"^(?<cell_name>cell-[0-9]+)-[0-9a-f]{32}$", Some("cell-")),
+            (r"^(?:ab)(c)d[e]", Some("abcd")),
+            (r"^a\.b\x41", Some("a.bA")),
+            (r"^/v2/(_catalog)?$", Some("/v2/")),
+            (r"^a+", None),
+            (r"^(?:GET|HEAD)$", None),
+            (r"^(?:/-|/api/v4)?/snippets/", None),
+            (r"^[Bb]earer ", None),
+            (r"/jwt/auth$", None),
+            (r"^a|b", None),
+            (r"(?i)^abc", None),
+            (r"^abc(?m:$)", None),
+            (r"^ab(?i:c)", None),
+        ] {
+            assert_eq!(prefix_of(source).as_deref(), prefix, "{source}");
+        }
+    }
+
+    /// Every regex of the shipped rulesets.
+    fn shipped_regexes() -> Vec<String> {
+        fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    for (key, v) in map {
+                        match v {
+                            serde_json::Value::String(s) if key.starts_with("regex") => {
+                                out.push(s.clone())
+                            }
+                            _ => walk(v, out),
+                        }
+                    }
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+                _ => {}
+            }
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rules");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                walk(&serde_json::from_str(&text).unwrap(), &mut out);
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn the_prefix_check_never_changes_an_answer() {
+        let regexes = shipped_regexes();
+        assert!(regexes.len() > 20, "{regexes:?}");
+        let haystacks = [
+            "",
+            "/",
+            "/jwt/auth",
+            "/jwt/authx",
+            "/api/v4/projects/12/x",
+            "/api/v4/projects/",
+            "/api/v4/groups/a%2Fb",
+            "/api/v4/users/5",
+            "/o/acme/x",
+            "/groups/g/-/x",
+            "/users/sign_in",
+            "/v2/",
+            "/v2/_catalog",
+            "/v2/a/b/manifests/latest",
+            "/snippets/3",
+            "/-/snippets/3.json",
+            "/group-3/project-1/-/tree/main",
+            "_gitlab_session",
+            "_gitlab_session_ab12",
+            "_gitlab_sessionx",
+            "cell-2-0123456789abcdef0123456789abcdef",
+            "cell-",
+            "Bearer a.b.c",
+            "basic dXNlcjpwYXNz",
+            "repository:a/b:pull",
+            "GET",
+            "HEAD",
+            "POST",
+            "glpat-abc.01.0123456789",
+            "/API/V4/PROJECTS/1",
+        ];
+        let mut refused = 0;
+        for source in &regexes {
+            let filtered = Regex::lazy(source).unwrap();
+            let plain = build(source).unwrap();
+            for haystack in haystacks {
+                refused += usize::from(filtered.refused_by_prefix(haystack));
+                assert_eq!(
+                    filtered.is_match(haystack),
+                    plain.is_match(haystack),
+                    "{source} {haystack:?}"
+                );
+                assert_eq!(
+                    filtered
+                        .captures(haystack)
+                        .map(|c| c.get(0).map(|m| m.range())),
+                    plain
+                        .captures(haystack)
+                        .map(|c| c.get(0).map(|m| m.range())),
+                    "{source} {haystack:?}"
+                );
+            }
+        }
+        assert!(refused > 100, "the check refuses most of these: {refused}");
     }
 }
