@@ -654,11 +654,12 @@ async function main() {
     specs.push({ name: "token-warm-signed", options: { ...router, bindings: { ...routerVars("session_token"), GITLAB_ROUTER_SIGNING_KEY: seed, GITLAB_ROUTER_SIGNING_POLICY: "required" } }, warm: true });
   }
   // A/B in the same rounds: BENCH_BASE_BUILD=<a copy of build/ from another
-  // commit> adds base-passthrough and base-token-warm, run from that copy.
+  // commit> adds base-passthrough, base-token-warm and base-cells, run from that copy.
   if (env.BENCH_BASE_BUILD) {
     const base = { scriptPath: join(env.BENCH_BASE_BUILD, "index.js"), modulesRoot: env.BENCH_BASE_BUILD };
     specs.push({ name: "base-passthrough", options: { ...base, bindings: routerVars("passthrough") } });
     specs.push({ name: "base-token-warm", options: { ...base, bindings: routerVars("session_token") }, warm: true });
+    specs.push({ name: "base-cells", options: { ...base, bindings: routerVars("cells") }, warm: true });
   }
   if (OPT.configs.length) {
     const unknown = OPT.configs.filter((c) => !specs.some((s) => s.name === c));

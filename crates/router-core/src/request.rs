@@ -74,9 +74,15 @@ impl<'a> UrlParts<'a> {
 /// Whether a path segment is `.` (1), `..` (2) or neither (0), with the
 /// WHATWG URL spec's percent-encoded spellings (`%2e`, any case).
 fn dot_segment(segment: &str) -> u8 {
-    match segment.to_ascii_lowercase().as_str() {
-        "." | "%2e" => 1,
-        ".." | ".%2e" | "%2e." | "%2e%2e" => 2,
+    // Only 1 to 6 bytes can spell one: most segments are refused by length,
+    // and no segment is copied.
+    let is = |spelling: &str| segment.eq_ignore_ascii_case(spelling);
+    match segment.len() {
+        1 if segment == "." => 1,
+        2 if segment == ".." => 2,
+        3 if is("%2e") => 1,
+        4 if is(".%2e") || is("%2e.") => 2,
+        6 if is("%2e%2e") => 2,
         _ => 0,
     }
 }
@@ -236,6 +242,9 @@ mod tests {
             ("/a/b/.", "/a/b/"),
             ("/../..", "/"),
             ("/a/%2ex/b", "/a/%2ex/b"),
+            ("/a/%2E./b", "/b"),
+            ("/a/%2E/b", "/a/b"),
+            ("/a/.../b", "/a/.../b"),
         ] {
             assert_eq!(normalize_path(raw), want, "{raw}");
         }

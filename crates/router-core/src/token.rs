@@ -206,8 +206,14 @@ pub fn crc_field(signed: &[u8]) -> String {
     base36_padded(u64::from(crc32fast::hash(signed)), CRC_DIGITS)
 }
 
+/// `n` in base36, left-padded with zeros to `width` digits (not through
+/// `format!`: the CRC check runs on every token-bearing request).
 fn base36_padded(n: u64, width: usize) -> String {
-    format!("{:0>width$}", base36(n))
+    let digits = base36(n);
+    let mut out = String::with_capacity(width.max(digits.len()));
+    out.extend(std::iter::repeat_n('0', width.saturating_sub(digits.len())));
+    out.push_str(&digits);
+    out
 }
 
 #[cfg(test)]
