@@ -57,7 +57,7 @@ import { Miniflare } from "miniflare";
 import { routableToken } from "../tests/e2e/tokens.mjs";
 import { stopChild } from "../tests/e2e/harness.mjs";
 import { profile as cpuProfile, summarize } from "./profile.mjs";
-import { parsePairs, pairedRuns } from "./paired.mjs";
+import { parsePairs, pairedRuns, targetLines } from "./paired.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const env = process.env;
@@ -1031,6 +1031,7 @@ async function pairedMode(targets) {
       result.summary.map((x) => [x.a, x.b, String(x.concurrency), fmt(x.a_cpu_us_per_req), fmt(x.b_cpu_us_per_req), fmt(x.cpu_extra_us), fmt(x.cpu_extra_us_min), fmt(x.cpu_extra_us_max), fmt(x.cpu_ratio, 3), fmt(x.rps_ratio, 2)]),
     ),
   );
+  for (const line of targetLines(result.summary)) console.log(line);
   return result.errors;
 }
 

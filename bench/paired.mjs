@@ -108,3 +108,21 @@ export async function pairedRuns({ pairs, targets, rounds, concurrency, seconds,
   }
   return { runs, summary, errors: runs.reduce((n, r) => n + r.errors, 0) };
 }
+
+/** The issue-20 targets a pair measures, when it is one of those pairs. */
+const TARGETS = {
+  "token-warm:floor-log": (x) => [`CPU ${x.cpu_extra_us.toFixed(1)} µs over floor-log`, "≤ +10", x.cpu_extra_us <= 10],
+  "token-warm:peer-log": (x) => [`${x.rps_ratio.toFixed(2)}× peer-log req/s`, "≥ 1.10", x.rps_ratio >= 1.1],
+  "passthrough:floor-log": (x) => [`CPU ${x.cpu_extra_us.toFixed(1)} µs over floor-log`, "≤ +5", x.cpu_extra_us <= 5],
+  "cells:token-warm": (x) => [`CPU ${x.cpu_extra_us.toFixed(1)} µs over session_token`, "within 5", Math.abs(x.cpu_extra_us) <= 5],
+};
+
+/** One line per summary row that measures an issue-20 target. */
+export function targetLines(summary) {
+  return summary
+    .filter((x) => TARGETS[`${x.a}:${x.b}`])
+    .map((x) => {
+      const [what, target, ok] = TARGETS[`${x.a}:${x.b}`](x);
+      return `   c=${x.concurrency} ${x.a}: ${what} (target ${target}: ${ok ? "met" : "NOT met"})`;
+    });
+}
