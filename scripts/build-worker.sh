@@ -20,7 +20,11 @@ if [ "${SKIP_BUILD:-}" = "true" ] && [ -f "$out/worker/index.wasm" ]; then
 fi
 
 stamp="$out/worker/index.wasm"
-if [ -f "$stamp" ] && [ -z "${FORCE_BUILD:-}" ] && \
+# A build with the names section kept (KEEP_WASM_NAMES, for profiling) is
+# marked, so the next plain build does not take it for up to date.
+names_mark="$out/worker/.names-kept"
+names_match() { if [ -n "${KEEP_WASM_NAMES:-}" ]; then [ -f "$names_mark" ]; else [ ! -f "$names_mark" ]; fi; }
+if [ -f "$stamp" ] && [ -z "${FORCE_BUILD:-}" ] && names_match && \
    [ -z "$(find src crates/router-core/src crates/router-core/Cargo.toml rules Cargo.toml Cargo.lock build.rs -newer "$stamp" -print -quit)" ]; then
   echo "$out/ is up to date" >&2
   exit 0
@@ -42,7 +46,10 @@ CUSTOM_SHIM="$PWD/src/entry.js" worker-build --release --out-dir "$out" "${cargo
 # worker-build keeps the wasm names section (function names for stack
 # traces, ~40 KiB gzip); drop it unless KEEP_WASM_NAMES is set. Panic
 # messages keep their text and location either way.
-if [ -z "${KEEP_WASM_NAMES:-}" ]; then
+rm -f "$names_mark"
+if [ -n "${KEEP_WASM_NAMES:-}" ]; then
+  touch "$names_mark"
+else
   "$WASM_OPT_BIN" "$out/worker/index.wasm" --strip-debug -o "$out/worker/index.wasm" \
     --enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int \
     --enable-bulk-memory --enable-multivalue --enable-reference-types --enable-exception-handling
