@@ -1,6 +1,8 @@
 //! Compiles every ruleset in `rules/` into the worker: each is parsed and
 //! its regexes compiled here, so an invalid ruleset fails the build with a
-//! message naming the file, the rule and the problem.
+//! message naming the file, the rule and the problem. Beside each ruleset's
+//! JSON goes the capture names of its regexes, so a fresh isolate loads it
+//! without parsing a regex (`router_core::ruleset::CaptureTable`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,7 +18,10 @@ fn main() {
     entries.sort();
 
     let mut failures = Vec::new();
-    let mut table = String::from("/// Rulesets compiled into the worker: (name, JSON).\npub static RULESETS: &[(&str, &str)] = &[\n");
+    let mut table = String::from(
+        "/// Rulesets compiled into the worker: (name, JSON, capture names).\n\
+         pub static RULESETS: &[(&str, &str, router_core::ruleset::CaptureTable<'static>)] = &[\n",
+    );
     for path in &entries {
         println!("cargo:rerun-if-changed={}", path.display());
         let name = path
@@ -46,12 +51,16 @@ fn main() {
         let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR"))
             .join(format!("rules-{name}.json"));
         std::fs::write(&out, compact).expect("write compacted ruleset");
-        writeln!(
+        write!(
             table,
-            "    ({name:?}, include_str!({:?})),",
+            "    ({name:?}, include_str!({:?}), &[",
             out.display().to_string()
         )
         .unwrap();
+        for (source, names) in full.regex_captures() {
+            write!(table, "({source:?}, &{names:?}), ").unwrap();
+        }
+        table.push_str("]),\n");
     }
     table.push_str("];\n");
     if !failures.is_empty() {

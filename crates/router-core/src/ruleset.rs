@@ -22,6 +22,7 @@ use crate::request::RequestParts;
 use compile::{compile_rule, header_interest, RuleCompiler};
 pub use decision::{Action, Decision};
 use eval::Eval;
+pub use lazy::CaptureTable;
 pub use model::Rule;
 use model::RuleAction;
 pub use rollout::rollout_bucket;
@@ -54,19 +55,40 @@ impl Ruleset {
     /// Parses, validates and compiles a ruleset. `name` is used in errors
     /// (the file stem, e.g. `session_token`).
     pub fn from_json(name: &str, json: &str) -> Result<Ruleset, RulesetError> {
-        Self::parse(name, json, false)
+        Self::parse(name, json, None)
     }
 
     /// [`Ruleset::from_json`] for a ruleset that `from_json` accepted at
     /// build time (the worker's `rules/`, checked by `build.rs`): the same
     /// rules, but each regex is compiled when a request first reaches it,
     /// so a fresh isolate answers its first request without compiling
-    /// regexes it does not need yet (ruleset/lazy.rs).
-    pub fn from_prechecked_json(name: &str, json: &str) -> Result<Ruleset, RulesetError> {
-        Self::parse(name, json, true)
+    /// regexes it does not need yet (ruleset/lazy.rs). `captures`: what
+    /// [`Ruleset::regex_captures`] listed at build time (a regex it does
+    /// not list is parsed for its capture names).
+    pub fn from_prechecked_json(
+        name: &str,
+        json: &str,
+        captures: CaptureTable,
+    ) -> Result<Ruleset, RulesetError> {
+        Self::parse(name, json, Some(captures))
     }
 
-    fn parse(name: &str, json: &str, lazy: bool) -> Result<Ruleset, RulesetError> {
+    /// Every regex of the rules (deduplicated, sorted by source) with its
+    /// capture group names by index: the table `build.rs` embeds for
+    /// [`Ruleset::from_prechecked_json`].
+    pub fn regex_captures(&self) -> Vec<(&str, Vec<Option<&str>>)> {
+        let mut out: Vec<(&str, Vec<Option<&str>>)> = self
+            .rules
+            .iter()
+            .flat_map(Rule::regexes)
+            .map(|re| (re.source(), re.capture_names().collect()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
+        out
+    }
+
+    fn parse(name: &str, json: &str, lazy: Option<CaptureTable>) -> Result<Ruleset, RulesetError> {
         let doc: Value = serde_json::from_str(json).map_err(|e| RulesetError::Json {
             ruleset: name.to_string(),
             message: e.to_string(),

@@ -75,15 +75,22 @@ fn every_ruleset_decides_as_its_table_says() {
             continue;
         };
         let json = std::fs::read_to_string(repo().join(format!("rules/{name}.json"))).unwrap();
-        // Compiled up front (rulesctl, tests) and as the worker loads its
-        // build-checked rulesets (regexes compiled on first use): both
-        // decide every case the same.
+        // Compiled up front (rulesctl, tests), as the worker loads its
+        // build-checked rulesets (regexes compiled on first use, capture
+        // names from build.rs's table) and lazily without a table (names
+        // parsed): all three decide every case the same.
         let eager = Ruleset::from_json(name, &json).unwrap_or_else(|e| panic!("{e}"));
-        let lazy = Ruleset::from_prechecked_json(name, &json).unwrap_or_else(|e| panic!("{e}"));
+        let captures = eager.regex_captures();
+        let names: Vec<(&str, &[Option<&str>])> =
+            captures.iter().map(|(s, n)| (*s, n.as_slice())).collect();
+        let lazy =
+            Ruleset::from_prechecked_json(name, &json, &names).unwrap_or_else(|e| panic!("{e}"));
+        let parsed =
+            Ruleset::from_prechecked_json(name, &json, &[]).unwrap_or_else(|e| panic!("{e}"));
         let table: Vec<Value> =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         tables += 1;
-        for (ruleset, case) in [&eager, &lazy]
+        for (ruleset, case) in [&eager, &lazy, &parsed]
             .into_iter()
             .flat_map(|r| table.iter().map(move |case| (r, case)))
         {

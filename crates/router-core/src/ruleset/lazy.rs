@@ -6,8 +6,12 @@
 //! compiler's 10,000-entry UTF-8 cache, and the one-pass DFA). The rulesets
 //! compiled into the worker were compiled whole by `build.rs`, so the worker
 //! loads them with [`Ruleset::from_prechecked_json`](super::Ruleset::from_prechecked_json):
-//! each regex is only parsed (for its capture names, which compiling the
-//! rule needs) and compiled on its first match. Everything else
+//! each regex's capture names (which compiling the rule needs) come from
+//! the [`CaptureTable`] `build.rs` wrote beside the ruleset, and the regex
+//! is compiled on its first match. Parsing every regex at isolate start
+//! instead ran regex-syntax's parser often enough that V8 optimised its
+//! one large function with TurboFan during the first request, ~40 ms of
+//! CPU for `session_token` (docs/benchmark.md). Everything else
 //! ([`Ruleset::from_json`](super::Ruleset::from_json): rulesctl, tests, any
 //! ruleset not checked at build time) compiles every regex up front as
 //! before, so an invalid one is an error there and then.
@@ -15,6 +19,12 @@
 use std::sync::OnceLock;
 
 use regex_syntax::ast::{self, Ast};
+
+/// Every regex of a ruleset with its capture group names by index (0, the
+/// whole match, is `None`), sorted by source: what
+/// [`Ruleset::regex_captures`](super::Ruleset::regex_captures) lists, as
+/// `build.rs` embeds it.
+pub type CaptureTable<'a> = &'a [(&'a str, &'a [Option<&'a str>])];
 
 /// The size limit every rule regex is compiled with.
 const SIZE_LIMIT: usize = 1 << 20;
@@ -49,16 +59,23 @@ impl Regex {
         })
     }
 
-    /// Parsed now, compiled on first use. Only for regexes known to compile
-    /// (checked at build time): a syntax error is still an error here, but
-    /// a regex that parses and then fails to compile (over the size limit,
-    /// an unknown unicode class) would panic on first use.
-    pub(crate) fn lazy(source: &str) -> Result<Regex, String> {
-        let parsed = ast::parse::Parser::new()
-            .parse(source)
-            .map_err(|e| e.to_string())?;
-        let mut names: Vec<Option<Box<str>>> = vec![None];
-        collect_groups(&parsed, &mut names);
+    /// Compiled on first use, its capture names from `table` (or, for a
+    /// source the table does not list, parsed now). Only for regexes known
+    /// to compile (checked at build time): a syntax error is still an error
+    /// when it is parsed here, but a regex that does not compile (over the
+    /// size limit, an unknown unicode class) would panic on first use.
+    pub(crate) fn lazy(source: &str, table: CaptureTable) -> Result<Regex, String> {
+        let names = match table.binary_search_by(|(s, _)| (*s).cmp(source)) {
+            Ok(i) => table[i].1.iter().map(|n| n.map(Box::from)).collect(),
+            Err(_) => {
+                let parsed = ast::parse::Parser::new()
+                    .parse(source)
+                    .map_err(|e| e.to_string())?;
+                let mut names: Vec<Option<Box<str>>> = vec![None];
+                collect_groups(&parsed, &mut names);
+                names
+            }
+        };
         Ok(Regex {
             source: source.into(),
             names: names.into_boxed_slice(),
@@ -75,6 +92,10 @@ impl Regex {
                 )
             })
         })
+    }
+
+    pub(crate) fn source(&self) -> &str {
+        &self.source
     }
 
     pub(crate) fn is_match(&self, haystack: &str) -> bool {
@@ -152,7 +173,7 @@ mod tests {
             r"[a-z(]+(?<q>.)",
         ] {
             let eager = Regex::eager(source).unwrap();
-            let lazy = Regex::lazy(source).unwrap();
+            let lazy = Regex::lazy(source, &[]).unwrap();
             assert!(!lazy.is_compiled());
             assert_eq!(
                 lazy.capture_names().collect::<Vec<_>>(),
@@ -163,7 +184,25 @@ mod tests {
             assert_eq!(lazy.is_match("cell-1-x"), eager.is_match("cell-1-x"));
             assert!(lazy.is_compiled());
         }
-        assert!(Regex::lazy("(unclosed").is_err());
+        assert!(Regex::lazy("(unclosed", &[]).is_err());
         assert!(Regex::eager("(unclosed").is_err());
+    }
+
+    #[test]
+    fn listed_sources_take_their_names_from_the_table() {
+        let table: CaptureTable = &[("(?<a>x)(y)", &[None, Some("a"), None]), ("^z$", &[None])];
+        let listed = Regex::lazy("(?<a>x)(y)", table).unwrap();
+        assert_eq!(
+            listed.capture_names().collect::<Vec<_>>(),
+            [None, Some("a"), None]
+        );
+        assert!(listed.captures("xy").is_some());
+        // Not listed: parsed for its names.
+        let unlisted = Regex::lazy("(?<b>q)", table).unwrap();
+        assert_eq!(
+            unlisted.capture_names().collect::<Vec<_>>(),
+            [None, Some("b")]
+        );
+        assert!(Regex::lazy("(unlisted", table).is_err());
     }
 }

@@ -430,6 +430,38 @@ fn shipped_rulesets_compile() {
     assert!(seen >= 2, "rules/ has {seen} rulesets");
 }
 
+#[test]
+fn regex_captures_list_every_regex_once_with_its_compiled_names() {
+    let rules = compile(
+        r#"[{"id": "a", "match": [{"type": "cookie", "regexName": "^_s$", "regexValue": "^(?<p>x)(y)$"},
+                                 {"type": "path", "regexValue": "^/(?<top>[a-z]+)"}],
+             "transform": {"type": "base64", "input": "${p}", "output": "b", "extract": "(?<user>[^:]*):"},
+             "rollout": {"value": "${top}", "include": ["^a"], "exclude": ["^/(?<top>[a-z]+)"], "percentage": 50, "seed": "s"},
+             "action": "classify", "classify": {"type": "ROUTE", "value": "${top}"}},
+            {"id": "z", "action": "proxy"}]"#,
+    );
+    let table = rules.regex_captures();
+    let sources: Vec<&str> = table.iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        sources,
+        [
+            "(?<user>[^:]*):",
+            "^(?<p>x)(y)$",
+            "^/(?<top>[a-z]+)",
+            "^_s$",
+            "^a"
+        ]
+    );
+    for (source, names) in &table {
+        let compiled = regex::Regex::new(source).unwrap();
+        assert_eq!(
+            names,
+            &compiled.capture_names().collect::<Vec<_>>(),
+            "{source}"
+        );
+    }
+}
+
 proptest::proptest! {
     #[test]
     fn parser_never_panics(json in ".{0,400}") {
