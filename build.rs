@@ -1,8 +1,9 @@
 //! Compiles every ruleset in `rules/` into the worker: each is parsed and
 //! its regexes compiled here, so an invalid ruleset fails the build with a
 //! message naming the file, the rule and the problem. Beside each ruleset's
-//! JSON goes the capture names of its regexes, so a fresh isolate loads it
-//! without parsing a regex (`router_core::ruleset::CaptureTable`).
+//! JSON go the capture names and required prefixes of its regexes, so a
+//! fresh isolate loads it without parsing a regex
+//! (`router_core::ruleset::RegexTable`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -19,8 +20,8 @@ fn main() {
 
     let mut failures = Vec::new();
     let mut table = String::from(
-        "/// Rulesets compiled into the worker: (name, JSON, capture names).\n\
-         pub static RULESETS: &[(&str, &str, router_core::ruleset::CaptureTable<'static>)] = &[\n",
+        "/// Rulesets compiled into the worker: (name, JSON, its regexes).\n\
+         pub static RULESETS: &[(&str, &str, router_core::ruleset::RegexTable<'static>)] = &[\n",
     );
     for path in &entries {
         println!("cargo:rerun-if-changed={}", path.display());
@@ -57,8 +58,20 @@ fn main() {
             out.display().to_string()
         )
         .unwrap();
-        for (source, names) in full.regex_captures() {
-            write!(table, "({source:?}, &{names:?}), ").unwrap();
+        for facts in full.regex_facts() {
+            let prefixes = match &facts.prefixes {
+                None => "None".to_string(),
+                Some(ps) => {
+                    let ps: Vec<String> = ps.iter().map(|p| byte_string(p)).collect();
+                    format!("Some(&[{}])", ps.join(", "))
+                }
+            };
+            write!(
+                table,
+                "router_core::ruleset::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes} }}, ",
+                facts.source, facts.names
+            )
+            .unwrap();
         }
         table.push_str("]),\n");
     }
@@ -71,6 +84,16 @@ fn main() {
     }
     let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("rulesets.rs");
     std::fs::write(out, table).expect("write rulesets.rs");
+}
+
+/// `bytes` as a Rust byte string literal.
+fn byte_string(bytes: &[u8]) -> String {
+    let mut out = String::from("b\"");
+    for b in bytes {
+        write!(out, "\\x{b:02x}").unwrap();
+    }
+    out.push('"');
+    out
 }
 
 fn rule_ids(ruleset: &router_core::Ruleset) -> Vec<&str> {

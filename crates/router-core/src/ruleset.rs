@@ -11,6 +11,7 @@ mod decision;
 mod eval;
 mod lazy;
 mod model;
+mod prefix;
 mod rollout;
 mod spec;
 
@@ -22,7 +23,7 @@ use crate::request::RequestParts;
 use compile::{compile_rule, header_interest, RuleCompiler};
 pub use decision::{Action, Decision};
 use eval::Eval;
-pub use lazy::CaptureTable;
+pub use lazy::{OwnedRegexFacts, RegexFacts, RegexTable};
 pub use model::Rule;
 use model::RuleAction;
 pub use rollout::rollout_bucket;
@@ -62,33 +63,34 @@ impl Ruleset {
     /// build time (the worker's `rules/`, checked by `build.rs`): the same
     /// rules, but each regex is compiled when a request first reaches it,
     /// so a fresh isolate answers its first request without compiling
-    /// regexes it does not need yet (ruleset/lazy.rs). `captures`: what
-    /// [`Ruleset::regex_captures`] listed at build time (a regex it does
-    /// not list is parsed for its capture names).
+    /// regexes it does not need yet (ruleset/lazy.rs), nor for a value
+    /// without one of its required prefixes (ruleset/prefix.rs). `regexes`:
+    /// what [`Ruleset::regex_facts`] listed at build time (a regex it does
+    /// not list is parsed now).
     pub fn from_prechecked_json(
         name: &str,
         json: &str,
-        captures: CaptureTable,
+        regexes: RegexTable,
     ) -> Result<Ruleset, RulesetError> {
-        Self::parse(name, json, Some(captures))
+        Self::parse(name, json, Some(regexes))
     }
 
     /// Every regex of the rules (deduplicated, sorted by source) with its
-    /// capture group names by index: the table `build.rs` embeds for
-    /// [`Ruleset::from_prechecked_json`].
-    pub fn regex_captures(&self) -> Vec<(&str, Vec<Option<&str>>)> {
-        let mut out: Vec<(&str, Vec<Option<&str>>)> = self
+    /// capture group names and required prefixes: the table `build.rs`
+    /// embeds for [`Ruleset::from_prechecked_json`].
+    pub fn regex_facts(&self) -> Vec<OwnedRegexFacts<'_>> {
+        let mut out: Vec<OwnedRegexFacts> = self
             .rules
             .iter()
             .flat_map(Rule::regexes)
-            .map(|re| (re.source(), re.capture_names().collect()))
+            .map(|re| re.facts())
             .collect();
-        out.sort_by(|a, b| a.0.cmp(b.0));
-        out.dedup_by(|a, b| a.0 == b.0);
+        out.sort_by(|a, b| a.source.cmp(b.source));
+        out.dedup_by(|a, b| a.source == b.source);
         out
     }
 
-    fn parse(name: &str, json: &str, lazy: Option<CaptureTable>) -> Result<Ruleset, RulesetError> {
+    fn parse(name: &str, json: &str, lazy: Option<RegexTable>) -> Result<Ruleset, RulesetError> {
         let doc: Value = serde_json::from_str(json).map_err(|e| RulesetError::Json {
             ruleset: name.to_string(),
             message: e.to_string(),

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use router_core::ruleset::{OwnedRegexFacts, RegexFacts};
 use router_core::token::encode_routable_token;
 use router_core::{RequestParts, Ruleset};
 use serde_json::Value;
@@ -77,14 +78,13 @@ fn every_ruleset_decides_as_its_table_says() {
         let json = std::fs::read_to_string(repo().join(format!("rules/{name}.json"))).unwrap();
         // Compiled up front (rulesctl, tests), as the worker loads its
         // build-checked rulesets (regexes compiled on first use, capture
-        // names from build.rs's table) and lazily without a table (names
-        // parsed): all three decide every case the same.
+        // names and prefixes from build.rs's table) and lazily without a
+        // table (parsed): all three decide every case the same.
         let eager = Ruleset::from_json(name, &json).unwrap_or_else(|e| panic!("{e}"));
-        let captures = eager.regex_captures();
-        let names: Vec<(&str, &[Option<&str>])> =
-            captures.iter().map(|(s, n)| (*s, n.as_slice())).collect();
+        let facts = eager.regex_facts();
+        let regexes: Vec<RegexFacts> = facts.iter().map(OwnedRegexFacts::facts).collect();
         let lazy =
-            Ruleset::from_prechecked_json(name, &json, &names).unwrap_or_else(|e| panic!("{e}"));
+            Ruleset::from_prechecked_json(name, &json, &regexes).unwrap_or_else(|e| panic!("{e}"));
         let parsed =
             Ruleset::from_prechecked_json(name, &json, &[]).unwrap_or_else(|e| panic!("{e}"));
         let table: Vec<Value> =

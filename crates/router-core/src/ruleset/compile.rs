@@ -1,7 +1,7 @@
 //! Compilation: the JSON model checked and turned into rules, with errors
 //! that name the ruleset, the rule and the field.
 
-use super::lazy::{CaptureTable, Regex};
+use super::lazy::{Regex, RegexTable};
 
 use super::model::*;
 use super::spec::*;
@@ -20,7 +20,7 @@ pub(super) struct RuleCompiler<'a> {
     /// Regexes compiled on first use, their capture names from the table
     /// (rulesets compiled whole at build time; see `lazy`); `None`:
     /// compiled now.
-    pub(super) lazy: Option<CaptureTable<'a>>,
+    pub(super) lazy: Option<RegexTable<'a>>,
 }
 
 impl RuleCompiler<'_> {

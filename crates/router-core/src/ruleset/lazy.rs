@@ -6,12 +6,13 @@
 //! compiler's 10,000-entry UTF-8 cache, and the one-pass DFA). The rulesets
 //! compiled into the worker were compiled whole by `build.rs`, so the worker
 //! loads them with [`Ruleset::from_prechecked_json`](super::Ruleset::from_prechecked_json):
-//! each regex's capture names (which compiling the rule needs) come from
-//! the [`CaptureTable`] `build.rs` wrote beside the ruleset, and the regex
-//! is compiled on its first match. Parsing every regex at isolate start
-//! instead ran regex-syntax's parser often enough that V8 optimised its
-//! one large function with TurboFan during the first request, ~40 ms of
-//! CPU for `session_token` (docs/benchmark.md). Everything else
+//! what compiling a rule needs of each regex (its capture names) and its
+//! required prefixes (`prefix.rs`) come from the [`RegexTable`] `build.rs`
+//! wrote beside the ruleset, and the regex is compiled on the first value
+//! that passes its prefixes. Parsing every regex at isolate start instead
+//! ran regex-syntax's parser often enough that V8 optimised its one large
+//! function with TurboFan during the first request, ~40 ms of CPU for
+//! `session_token` (docs/benchmark.md). Everything else
 //! ([`Ruleset::from_json`](super::Ruleset::from_json): rulesctl, tests, any
 //! ruleset not checked at build time) compiles every regex up front as
 //! before, so an invalid one is an error there and then.
@@ -20,11 +21,44 @@ use std::sync::OnceLock;
 
 use regex_syntax::ast::{self, Ast};
 
-/// Every regex of a ruleset with its capture group names by index (0, the
-/// whole match, is `None`), sorted by source: what
-/// [`Ruleset::regex_captures`](super::Ruleset::regex_captures) lists, as
+use super::prefix::required_prefixes;
+
+/// What `build.rs` records of one regex of a ruleset, so that a fresh
+/// isolate loads it without parsing the regex.
+#[derive(Debug, Clone, Copy)]
+pub struct RegexFacts<'a> {
+    pub source: &'a str,
+    /// Capture group names by index (0, the whole match, is `None`).
+    pub names: &'a [Option<&'a str>],
+    /// Every match starts with one of these (`prefix.rs`); `None`: no
+    /// such list.
+    pub prefixes: Option<&'a [&'a [u8]]>,
+}
+
+/// [`RegexFacts`] of a compiled regex, borrowed from it: what
+/// [`Ruleset::regex_facts`](super::Ruleset::regex_facts) gives `build.rs`
+/// to write out.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OwnedRegexFacts<'a> {
+    pub source: &'a str,
+    pub names: Vec<Option<&'a str>>,
+    pub prefixes: Option<Vec<&'a [u8]>>,
+}
+
+impl OwnedRegexFacts<'_> {
+    pub fn facts(&self) -> RegexFacts<'_> {
+        RegexFacts {
+            source: self.source,
+            names: &self.names,
+            prefixes: self.prefixes.as_deref(),
+        }
+    }
+}
+
+/// Every regex of a ruleset, sorted by source: what
+/// [`Ruleset::regex_facts`](super::Ruleset::regex_facts) lists, as
 /// `build.rs` embeds it.
-pub type CaptureTable<'a> = &'a [(&'a str, &'a [Option<&'a str>])];
+pub type RegexTable<'a> = &'a [RegexFacts<'a>];
 
 /// The size limit every rule regex is compiled with.
 const SIZE_LIMIT: usize = 1 << 20;
@@ -40,7 +74,14 @@ pub(crate) struct Regex {
     source: Box<str>,
     /// Capture group names by index (0 is the whole match: `None`).
     names: Box<[Option<Box<str>>]>,
+    /// A value that starts with none of these does not match (`None`:
+    /// every value goes to the regex).
+    prefixes: Option<Box<[Box<[u8]>]>>,
     compiled: OnceLock<regex::Regex>,
+}
+
+fn boxed(prefixes: Vec<Vec<u8>>) -> Box<[Box<[u8]>]> {
+    prefixes.into_iter().map(Vec::into_boxed_slice).collect()
 }
 
 impl Regex {
@@ -55,30 +96,40 @@ impl Regex {
         Ok(Regex {
             source: source.into(),
             names,
+            prefixes: required_prefixes(source).map(boxed),
             compiled: OnceLock::from(re),
         })
     }
 
-    /// Compiled on first use, its capture names from `table` (or, for a
-    /// source the table does not list, parsed now). Only for regexes known
-    /// to compile (checked at build time): a syntax error is still an error
-    /// when it is parsed here, but a regex that does not compile (over the
-    /// size limit, an unknown unicode class) would panic on first use.
-    pub(crate) fn lazy(source: &str, table: CaptureTable) -> Result<Regex, String> {
-        let names = match table.binary_search_by(|(s, _)| (*s).cmp(source)) {
-            Ok(i) => table[i].1.iter().map(|n| n.map(Box::from)).collect(),
+    /// Compiled on first use, its capture names and prefixes from `table`
+    /// (or, for a source the table does not list, parsed now). Only for
+    /// regexes known to compile (checked at build time): a syntax error is
+    /// still an error when it is parsed here, but a regex that does not
+    /// compile (over the size limit, an unknown unicode class) would panic
+    /// on first use.
+    pub(crate) fn lazy(source: &str, table: RegexTable) -> Result<Regex, String> {
+        let (names, prefixes) = match table.binary_search_by(|f| f.source.cmp(source)) {
+            Ok(i) => {
+                let facts = &table[i];
+                let names = facts.names.iter().map(|n| n.map(Box::from)).collect();
+                let prefixes = facts
+                    .prefixes
+                    .map(|ps| ps.iter().map(|p| Box::from(*p)).collect());
+                (names, prefixes)
+            }
             Err(_) => {
                 let parsed = ast::parse::Parser::new()
                     .parse(source)
                     .map_err(|e| e.to_string())?;
                 let mut names: Vec<Option<Box<str>>> = vec![None];
                 collect_groups(&parsed, &mut names);
-                names
+                (names, required_prefixes(source).map(boxed))
             }
         };
         Ok(Regex {
             source: source.into(),
             names: names.into_boxed_slice(),
+            prefixes,
             compiled: OnceLock::new(),
         })
     }
@@ -94,15 +145,34 @@ impl Regex {
         })
     }
 
-    pub(crate) fn source(&self) -> &str {
-        &self.source
+    /// What `build.rs` records of this regex.
+    pub(crate) fn facts(&self) -> OwnedRegexFacts<'_> {
+        OwnedRegexFacts {
+            source: &self.source,
+            names: self.capture_names().collect(),
+            prefixes: self
+                .prefixes
+                .as_ref()
+                .map(|ps| ps.iter().map(|p| &**p).collect()),
+        }
+    }
+
+    /// Whether `haystack` starts with one of the required prefixes (or
+    /// none are known): else it cannot match.
+    fn admits(&self, haystack: &str) -> bool {
+        self.prefixes
+            .as_ref()
+            .is_none_or(|ps| ps.iter().any(|p| haystack.as_bytes().starts_with(p)))
     }
 
     pub(crate) fn is_match(&self, haystack: &str) -> bool {
-        self.get().is_match(haystack)
+        self.admits(haystack) && self.get().is_match(haystack)
     }
 
     pub(crate) fn captures<'h>(&self, haystack: &'h str) -> Option<regex::Captures<'h>> {
+        if !self.admits(haystack) {
+            return None;
+        }
         self.get().captures(haystack)
     }
 
@@ -182,7 +252,8 @@ mod tests {
             );
             assert_eq!(lazy.captures_len(), eager.captures_len(), "{source}");
             assert_eq!(lazy.is_match("cell-1-x"), eager.is_match("cell-1-x"));
-            assert!(lazy.is_compiled());
+            // Compiled unless the value lacks the regex's required prefix.
+            assert_eq!(lazy.is_compiled(), lazy.admits("cell-1-x"), "{source}");
         }
         assert!(Regex::lazy("(unclosed", &[]).is_err());
         assert!(Regex::eager("(unclosed").is_err());
@@ -190,7 +261,18 @@ mod tests {
 
     #[test]
     fn listed_sources_take_their_names_from_the_table() {
-        let table: CaptureTable = &[("(?<a>x)(y)", &[None, Some("a"), None]), ("^z$", &[None])];
+        let table: RegexTable = &[
+            RegexFacts {
+                source: "(?<a>x)(y)",
+                names: &[None, Some("a"), None],
+                prefixes: None,
+            },
+            RegexFacts {
+                source: "^z",
+                names: &[None],
+                prefixes: Some(&[b"z"]),
+            },
+        ];
         let listed = Regex::lazy("(?<a>x)(y)", table).unwrap();
         assert_eq!(
             listed.capture_names().collect::<Vec<_>>(),
@@ -204,5 +286,12 @@ mod tests {
             [None, Some("b")]
         );
         assert!(Regex::lazy("(unlisted", table).is_err());
+        // A value without a listed prefix is refused without compiling.
+        let anchored = Regex::lazy("^z", table).unwrap();
+        assert!(!anchored.is_match("az"));
+        assert!(anchored.captures("yz").is_none());
+        assert!(!anchored.is_compiled());
+        assert!(anchored.is_match("zz"));
+        assert!(anchored.is_compiled());
     }
 }

@@ -431,7 +431,7 @@ fn shipped_rulesets_compile() {
 }
 
 #[test]
-fn regex_captures_list_every_regex_once_with_its_compiled_names() {
+fn regex_facts_list_every_regex_once_with_its_compiled_names() {
     let rules = compile(
         r#"[{"id": "a", "match": [{"type": "cookie", "regexName": "^_s$", "regexValue": "^(?<p>x)(y)$"},
                                  {"type": "path", "regexValue": "^/(?<top>[a-z]+)"}],
@@ -440,8 +440,8 @@ fn regex_captures_list_every_regex_once_with_its_compiled_names() {
              "action": "classify", "classify": {"type": "ROUTE", "value": "${top}"}},
             {"id": "z", "action": "proxy"}]"#,
     );
-    let table = rules.regex_captures();
-    let sources: Vec<&str> = table.iter().map(|(s, _)| *s).collect();
+    let table = rules.regex_facts();
+    let sources: Vec<&str> = table.iter().map(|f| f.source).collect();
     assert_eq!(
         sources,
         [
@@ -452,14 +452,26 @@ fn regex_captures_list_every_regex_once_with_its_compiled_names() {
             "^a"
         ]
     );
-    for (source, names) in &table {
-        let compiled = regex::Regex::new(source).unwrap();
+    for facts in &table {
+        let compiled = regex::Regex::new(facts.source).unwrap();
         assert_eq!(
-            names,
-            &compiled.capture_names().collect::<Vec<_>>(),
-            "{source}"
+            facts.names,
+            compiled.capture_names().collect::<Vec<_>>(),
+            "{}",
+            facts.source
         );
     }
+    let prefixes: Vec<Option<Vec<&[u8]>>> = table.iter().map(|f| f.prefixes.clone()).collect();
+    assert_eq!(
+        prefixes,
+        [
+            None,
+            Some(vec![&b"xy"[..]]),
+            Some(vec![&b"/"[..]]),
+            Some(vec![&b"_s"[..]]),
+            Some(vec![&b"a"[..]])
+        ]
+    );
 }
 
 proptest::proptest! {
