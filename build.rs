@@ -41,10 +41,11 @@ fn main() {
         // The worker embeds the ruleset without what it never reads
         // (`$schema`, the ruleset's and the rules' descriptions) and
         // without whitespace: a smaller wasm and less to parse when an
-        // isolate starts. Ruleset::from_json reads JSON objects in sorted
-        // key order either way (serde_json without preserve_order).
+        // isolate starts. It is checked here as the worker loads it.
         let compact = compact(&json);
-        match router_core::Ruleset::from_json(name, &compact) {
+        let facts = full.regex_facts();
+        let regexes: Vec<_> = facts.iter().map(|f| f.facts()).collect();
+        match router_core::Ruleset::from_prechecked_json(name, &compact, &regexes) {
             Ok(small) if rule_ids(&small) == rule_ids(&full) => {}
             Ok(_) => failures.push(format!("rules/{name}.json: compacting changed its rules")),
             Err(e) => failures.push(format!("rules/{name}.json: compacted: {e}")),
@@ -58,7 +59,7 @@ fn main() {
             out.display().to_string()
         )
         .unwrap();
-        for facts in full.regex_facts() {
+        for facts in &facts {
             let prefixes = match &facts.prefixes {
                 None => "None".to_string(),
                 Some(ps) => {

@@ -40,8 +40,19 @@ const HEX32: &str = "0123456789abcdef0123456789abcdef";
 
 #[test]
 fn seed_and_array_forms_decide_alike() {
-    for json in [SEED_SESSION, ARRAY_SESSION] {
-        let rules = compile(json);
+    let prechecked = |json: &str| Ruleset::from_prechecked_json("test", json, &[]).unwrap();
+    let with_schema = format!(
+        r#"{{"$schema": "../schema/ruleset.schema.json", "description": "d", {}"#,
+        &SEED_SESSION[1..]
+    );
+    for rules in [
+        compile(SEED_SESSION),
+        compile(ARRAY_SESSION),
+        prechecked(SEED_SESSION),
+        prechecked(ARRAY_SESSION),
+        prechecked(&with_schema),
+        prechecked(&format!("  \n{ARRAY_SESSION}")),
+    ] {
         let d = rules.decide(&get(
             "https://gitlab.com/",
             &[("Cookie", &format!("_gitlab_session=cell-2-{HEX32}"))],
@@ -402,6 +413,23 @@ fn rejects_what_cannot_work_with_clear_messages() {
             "for {json}\n  got: {err}\n  expected to contain: {expected}"
         );
         assert!(err.starts_with("test"), "errors name the ruleset: {err}");
+    }
+}
+
+#[test]
+fn prechecked_json_that_does_not_load_is_an_error() {
+    for json in [
+        "",
+        "[]",
+        "{}",
+        "[{\"action\": 1}]",
+        "{\"rules\": [], \"x\": 1}",
+        "nope",
+    ] {
+        assert!(
+            Ruleset::from_prechecked_json("test", json, &[]).is_err(),
+            "{json}"
+        );
     }
 }
 
