@@ -1,6 +1,9 @@
 //! Compiles every ruleset in `rules/` into the worker: each is parsed and
 //! its regexes compiled here, so an invalid ruleset fails the build with a
-//! message naming the file, the rule and the problem.
+//! message naming the file, the rule and the problem. Beside each ruleset's
+//! JSON go the capture names and required prefixes of its regexes, so a
+//! fresh isolate loads it without parsing a regex
+//! (`router_core::ruleset::RegexTable`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,7 +19,10 @@ fn main() {
     entries.sort();
 
     let mut failures = Vec::new();
-    let mut table = String::from("/// Rulesets compiled into the worker: (name, JSON).\npub static RULESETS: &[(&str, &str)] = &[\n");
+    let mut table = String::from(
+        "/// Rulesets compiled into the worker: (name, JSON, its regexes).\n\
+         pub static RULESETS: &[(&str, &str, router_core::ruleset::RegexTable<'static>)] = &[\n",
+    );
     for path in &entries {
         println!("cargo:rerun-if-changed={}", path.display());
         let name = path
@@ -35,10 +41,11 @@ fn main() {
         // The worker embeds the ruleset without what it never reads
         // (`$schema`, the ruleset's and the rules' descriptions) and
         // without whitespace: a smaller wasm and less to parse when an
-        // isolate starts. Ruleset::from_json reads JSON objects in sorted
-        // key order either way (serde_json without preserve_order).
+        // isolate starts. It is checked here as the worker loads it.
         let compact = compact(&json);
-        match router_core::Ruleset::from_json(name, &compact) {
+        let facts = full.regex_facts();
+        let regexes: Vec<_> = facts.iter().map(|f| f.facts()).collect();
+        match router_core::Ruleset::from_prechecked_json(name, &compact, &regexes) {
             Ok(small) if rule_ids(&small) == rule_ids(&full) => {}
             Ok(_) => failures.push(format!("rules/{name}.json: compacting changed its rules")),
             Err(e) => failures.push(format!("rules/{name}.json: compacted: {e}")),
@@ -46,12 +53,28 @@ fn main() {
         let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR"))
             .join(format!("rules-{name}.json"));
         std::fs::write(&out, compact).expect("write compacted ruleset");
-        writeln!(
+        write!(
             table,
-            "    ({name:?}, include_str!({:?})),",
+            "    ({name:?}, include_str!({:?}), &[",
             out.display().to_string()
         )
         .unwrap();
+        for facts in &facts {
+            let prefixes = match &facts.prefixes {
+                None => "None".to_string(),
+                Some(ps) => {
+                    let ps: Vec<String> = ps.iter().map(|p| byte_string(p)).collect();
+                    format!("Some(&[{}])", ps.join(", "))
+                }
+            };
+            write!(
+                table,
+                "router_core::ruleset::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes} }}, ",
+                facts.source, facts.names
+            )
+            .unwrap();
+        }
+        table.push_str("]),\n");
     }
     table.push_str("];\n");
     if !failures.is_empty() {
@@ -62,6 +85,16 @@ fn main() {
     }
     let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("rulesets.rs");
     std::fs::write(out, table).expect("write rulesets.rs");
+}
+
+/// `bytes` as a Rust byte string literal.
+fn byte_string(bytes: &[u8]) -> String {
+    let mut out = String::from("b\"");
+    for b in bytes {
+        write!(out, "\\x{b:02x}").unwrap();
+    }
+    out.push('"');
+    out
 }
 
 fn rule_ids(ruleset: &router_core::Ruleset) -> Vec<&str> {

@@ -185,9 +185,9 @@ impl Isolate {
                 );
                 None
             }
-            Some(name) => match compiled::RULESETS.iter().find(|(n, _)| *n == name) {
+            Some(name) => match compiled::RULESETS.iter().find(|(n, _, _)| *n == name) {
                 None => {
-                    let known: Vec<&str> = compiled::RULESETS.iter().map(|(n, _)| *n).collect();
+                    let known: Vec<&str> = compiled::RULESETS.iter().map(|(n, _, _)| *n).collect();
                     log_error(
                         "config",
                         &format!(
@@ -200,7 +200,7 @@ impl Isolate {
                 // Validated by build.rs (every regex compiled there), so its
                 // regexes compile on first use; an error here would be a
                 // bug, and it still only sends traffic to the legacy cell.
-                Some((_, json)) => Ruleset::from_prechecked_json(name, json)
+                Some((_, json, captures)) => Ruleset::from_prechecked_json(name, json, captures)
                     .map_err(|e| log_error("config", &e.to_string()))
                     .ok(),
             },

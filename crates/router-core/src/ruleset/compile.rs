@@ -1,7 +1,7 @@
 //! Compilation: the JSON model checked and turned into rules, with errors
 //! that name the ruleset, the rule and the field.
 
-use super::lazy::Regex;
+use super::lazy::{Regex, RegexTable};
 
 use super::model::*;
 use super::spec::*;
@@ -17,9 +17,10 @@ use crate::transform::TransformKind;
 pub(super) struct RuleCompiler<'a> {
     pub(super) ruleset: &'a str,
     pub(super) rule: String,
-    /// Regexes parsed now and compiled on first use (rulesets compiled
-    /// whole at build time; see `lazy`).
-    pub(super) lazy: bool,
+    /// Regexes compiled on first use, their capture names from the table
+    /// (rulesets compiled whole at build time; see `lazy`); `None`:
+    /// compiled now.
+    pub(super) lazy: Option<RegexTable<'a>>,
 }
 
 impl RuleCompiler<'_> {
@@ -32,10 +33,9 @@ impl RuleCompiler<'_> {
     }
 
     pub(super) fn regex(&self, field: &str, source: &str) -> Result<Regex, RulesetError> {
-        let re = if self.lazy {
-            Regex::lazy(source)
-        } else {
-            Regex::eager(source)
+        let re = match self.lazy {
+            Some(table) => Regex::lazy(source, table),
+            None => Regex::eager(source),
         };
         re.map_err(|e| self.err(format!("{field}: invalid regex {source:?}: {e}")))
     }

@@ -6,22 +6,59 @@
 //! compiler's 10,000-entry UTF-8 cache, and the one-pass DFA). The rulesets
 //! compiled into the worker were compiled whole by `build.rs`, so the worker
 //! loads them with [`Ruleset::from_prechecked_json`](super::Ruleset::from_prechecked_json):
-//! each regex is only parsed (for its capture names, which compiling the
-//! rule needs) and compiled on its first match. Everything else
+//! what compiling a rule needs of each regex (its capture names) and its
+//! required prefixes (`prefix.rs`) come from the [`RegexTable`] `build.rs`
+//! wrote beside the ruleset, and the regex is compiled on the first value
+//! that passes its prefixes. Parsing every regex at isolate start instead
+//! ran regex-syntax's parser often enough that V8 optimised its one large
+//! function with TurboFan during the first request, ~40 ms of CPU for
+//! `session_token` (docs/benchmark.md). Everything else
 //! ([`Ruleset::from_json`](super::Ruleset::from_json): rulesctl, tests, any
 //! ruleset not checked at build time) compiles every regex up front as
 //! before, so an invalid one is an error there and then.
-//!
-//! Either way a regex that starts with `^` and literal text (most path
-//! rules: `^/api/v4/projects/…`, `^/jwt/auth$`; the session cookie's name)
-//! first checks that the haystack starts with that text, and refuses it
-//! without running the regex engine when it does not: the worker's regex
-//! build leaves out the crate's literal optimisations (`perf-literal`) for
-//! size, so this is the one that matters for rules most requests fail.
 
 use std::sync::OnceLock;
 
 use regex_syntax::ast::{self, Ast};
+
+use super::prefix::required_prefixes;
+
+/// What `build.rs` records of one regex of a ruleset, so that a fresh
+/// isolate loads it without parsing the regex.
+#[derive(Debug, Clone, Copy)]
+pub struct RegexFacts<'a> {
+    pub source: &'a str,
+    /// Capture group names by index (0, the whole match, is `None`).
+    pub names: &'a [Option<&'a str>],
+    /// Every match starts with one of these (`prefix.rs`); `None`: no
+    /// such list.
+    pub prefixes: Option<&'a [&'a [u8]]>,
+}
+
+/// [`RegexFacts`] of a compiled regex, borrowed from it: what
+/// [`Ruleset::regex_facts`](super::Ruleset::regex_facts) gives `build.rs`
+/// to write out.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OwnedRegexFacts<'a> {
+    pub source: &'a str,
+    pub names: Vec<Option<&'a str>>,
+    pub prefixes: Option<Vec<&'a [u8]>>,
+}
+
+impl OwnedRegexFacts<'_> {
+    pub fn facts(&self) -> RegexFacts<'_> {
+        RegexFacts {
+            source: self.source,
+            names: &self.names,
+            prefixes: self.prefixes.as_deref(),
+        }
+    }
+}
+
+/// Every regex of a ruleset, sorted by source: what
+/// [`Ruleset::regex_facts`](super::Ruleset::regex_facts) lists, as
+/// `build.rs` embeds it.
+pub type RegexTable<'a> = &'a [RegexFacts<'a>];
 
 /// The size limit every rule regex is compiled with.
 const SIZE_LIMIT: usize = 1 << 20;
@@ -37,20 +74,20 @@ pub(crate) struct Regex {
     source: Box<str>,
     /// Capture group names by index (0 is the whole match: `None`).
     names: Box<[Option<Box<str>>]>,
+    /// A value that starts with none of these does not match (`None`:
+    /// every value goes to the regex).
+    prefixes: Option<Box<[Box<[u8]>]>>,
     compiled: OnceLock<regex::Regex>,
-    /// What every match starts with at the haystack's start
-    /// ([`required_prefix`]).
-    prefix: Option<Box<str>>,
+}
+
+fn boxed(prefixes: Vec<Vec<u8>>) -> Box<[Box<[u8]>]> {
+    prefixes.into_iter().map(Vec::into_boxed_slice).collect()
 }
 
 impl Regex {
     /// Compiled now: an invalid regex is an error.
     pub(crate) fn eager(source: &str) -> Result<Regex, String> {
         let re = build(source).map_err(|e| e.to_string())?;
-        let prefix = ast::parse::Parser::new()
-            .parse(source)
-            .ok()
-            .and_then(|parsed| required_prefix(&parsed));
         let names = re
             .capture_names()
             .map(|n| n.map(Box::from))
@@ -59,26 +96,41 @@ impl Regex {
         Ok(Regex {
             source: source.into(),
             names,
+            prefixes: required_prefixes(source).map(boxed),
             compiled: OnceLock::from(re),
-            prefix,
         })
     }
 
-    /// Parsed now, compiled on first use. Only for regexes known to compile
-    /// (checked at build time): a syntax error is still an error here, but
-    /// a regex that parses and then fails to compile (over the size limit,
-    /// an unknown unicode class) would panic on first use.
-    pub(crate) fn lazy(source: &str) -> Result<Regex, String> {
-        let parsed = ast::parse::Parser::new()
-            .parse(source)
-            .map_err(|e| e.to_string())?;
-        let mut names: Vec<Option<Box<str>>> = vec![None];
-        collect_groups(&parsed, &mut names);
+    /// Compiled on first use, its capture names and prefixes from `table`
+    /// (or, for a source the table does not list, parsed now). Only for
+    /// regexes known to compile (checked at build time): a syntax error is
+    /// still an error when it is parsed here, but a regex that does not
+    /// compile (over the size limit, an unknown unicode class) would panic
+    /// on first use.
+    pub(crate) fn lazy(source: &str, table: RegexTable) -> Result<Regex, String> {
+        let (names, prefixes) = match table.binary_search_by(|f| f.source.cmp(source)) {
+            Ok(i) => {
+                let facts = &table[i];
+                let names = facts.names.iter().map(|n| n.map(Box::from)).collect();
+                let prefixes = facts
+                    .prefixes
+                    .map(|ps| ps.iter().map(|p| Box::from(*p)).collect());
+                (names, prefixes)
+            }
+            Err(_) => {
+                let parsed = ast::parse::Parser::new()
+                    .parse(source)
+                    .map_err(|e| e.to_string())?;
+                let mut names: Vec<Option<Box<str>>> = vec![None];
+                collect_groups(&parsed, &mut names);
+                (names, required_prefixes(source).map(boxed))
+            }
+        };
         Ok(Regex {
             source: source.into(),
             names: names.into_boxed_slice(),
+            prefixes,
             compiled: OnceLock::new(),
-            prefix: required_prefix(&parsed),
         })
     }
 
@@ -93,19 +145,32 @@ impl Regex {
         })
     }
 
-    /// Whether `haystack` lacks the text every match starts with.
-    fn refused_by_prefix(&self, haystack: &str) -> bool {
-        self.prefix
-            .as_deref()
-            .is_some_and(|prefix| !haystack.starts_with(prefix))
+    /// What `build.rs` records of this regex.
+    pub(crate) fn facts(&self) -> OwnedRegexFacts<'_> {
+        OwnedRegexFacts {
+            source: &self.source,
+            names: self.capture_names().collect(),
+            prefixes: self
+                .prefixes
+                .as_ref()
+                .map(|ps| ps.iter().map(|p| &**p).collect()),
+        }
+    }
+
+    /// Whether `haystack` starts with one of the required prefixes (or
+    /// none are known): else it cannot match.
+    fn admits(&self, haystack: &str) -> bool {
+        self.prefixes
+            .as_ref()
+            .is_none_or(|ps| ps.iter().any(|p| haystack.as_bytes().starts_with(p)))
     }
 
     pub(crate) fn is_match(&self, haystack: &str) -> bool {
-        !self.refused_by_prefix(haystack) && self.get().is_match(haystack)
+        self.admits(haystack) && self.get().is_match(haystack)
     }
 
     pub(crate) fn captures<'h>(&self, haystack: &'h str) -> Option<regex::Captures<'h>> {
-        if self.refused_by_prefix(haystack) {
+        if !self.admits(haystack) {
             return None;
         }
         self.get().captures(haystack)
@@ -126,70 +191,6 @@ impl Regex {
     #[cfg(test)]
     pub(crate) fn is_compiled(&self) -> bool {
         self.compiled.get().is_some()
-    }
-}
-
-/// The literal text a match of `ast` must start with at the haystack's
-/// start: the literal characters right after a leading `^` (or `\A`),
-/// through groups that begin with them. `None` when the regex does not
-/// start with `^` and a literal, or sets flags anywhere (case-insensitive
-/// or multi-line would change what the text or `^` match).
-fn required_prefix(ast: &Ast) -> Option<Box<str>> {
-    if sets_flags(ast) {
-        return None;
-    }
-    let Ast::Concat(concat) = ast else {
-        return None;
-    };
-    let (first, rest) = concat.asts.split_first()?;
-    let Ast::Assertion(anchor) = first else {
-        return None;
-    };
-    if !matches!(
-        anchor.kind,
-        ast::AssertionKind::StartLine | ast::AssertionKind::StartText
-    ) {
-        return None;
-    }
-    let mut prefix = String::new();
-    push_literal_start(rest, &mut prefix);
-    (!prefix.is_empty()).then(|| prefix.into())
-}
-
-/// Appends the literal characters `items` start with; true when every item
-/// was literal (so what follows them continues the text).
-fn push_literal_start(items: &[Ast], out: &mut String) -> bool {
-    for item in items {
-        let whole = match item {
-            Ast::Literal(literal) => {
-                out.push(literal.c);
-                true
-            }
-            Ast::Group(group) => match &*group.ast {
-                Ast::Concat(inner) => push_literal_start(&inner.asts, out),
-                other => push_literal_start(std::slice::from_ref(other), out),
-            },
-            _ => false,
-        };
-        if !whole {
-            return false;
-        }
-    }
-    true
-}
-
-/// Whether `ast` sets any flag (`(?i)`, `(?m:…)`, …) anywhere.
-fn sets_flags(ast: &Ast) -> bool {
-    match ast {
-        Ast::Flags(_) => true,
-        Ast::Group(group) => {
-            matches!(&group.kind, ast::GroupKind::NonCapturing(flags) if !flags.items.is_empty())
-                || sets_flags(&group.ast)
-        }
-        Ast::Repetition(rep) => sets_flags(&rep.ast),
-        Ast::Alternation(alt) => alt.asts.iter().any(sets_flags),
-        Ast::Concat(concat) => concat.asts.iter().any(sets_flags),
-        _ => false,
     }
 }
 
@@ -242,7 +243,7 @@ mod tests {
             r"[a-z(]+(?<q>.)",
         ] {
             let eager = Regex::eager(source).unwrap();
-            let lazy = Regex::lazy(source).unwrap();
+            let lazy = Regex::lazy(source, &[]).unwrap();
             assert!(!lazy.is_compiled());
             assert_eq!(
                 lazy.capture_names().collect::<Vec<_>>(),
@@ -251,138 +252,46 @@ mod tests {
             );
             assert_eq!(lazy.captures_len(), eager.captures_len(), "{source}");
             assert_eq!(lazy.is_match("cell-1-x"), eager.is_match("cell-1-x"));
-            // A haystack the prefix check refuses never reaches the engine.
-            assert_eq!(lazy.is_compiled(), !lazy.refused_by_prefix("cell-1-x"));
-            assert_eq!(lazy.is_match("("), eager.is_match("("));
+            // Compiled unless the value lacks the regex's required prefix.
+            assert_eq!(lazy.is_compiled(), lazy.admits("cell-1-x"), "{source}");
         }
-        assert!(Regex::lazy("(unclosed").is_err());
+        assert!(Regex::lazy("(unclosed", &[]).is_err());
         assert!(Regex::eager("(unclosed").is_err());
     }
 
-    fn prefix_of(source: &str) -> Option<String> {
-        let lazy = Regex::lazy(source).unwrap();
-        let eager = Regex::eager(source).unwrap();
-        assert_eq!(lazy.prefix, eager.prefix, "{source}");
-        lazy.prefix.map(String::from)
-    }
-
     #[test]
-    fn the_literal_start_of_anchored_regexes_is_found() {
-        for (source, prefix) in [
-            ("^/jwt/auth$", Some("/jwt/auth")),
-            (
-                r"^/api/v4/projects/(?<id>[0-9]+)(?:/|$)",
-                Some("/api/v4/projects/"),
-            ),
-            (r"^_gitlab_session(_[0-9a-f]+)?$", Some("_gitlab_session")),
-            (r"^(?<cell_name>cell-[0-9]+)-[0-9a-f]{32}$", Some("cell-")),
-            (r"^(?:ab)(c)d[e]", Some("abcd")),
-            (r"^a\.b\x41", Some("a.bA")),
-            (r"^/v2/(_catalog)?$", Some("/v2/")),
-            (r"^a+", None),
-            (r"^(?:GET|HEAD)$", None),
-            (r"^(?:/-|/api/v4)?/snippets/", None),
-            (r"^[Bb]earer ", None),
-            (r"/jwt/auth$", None),
-            (r"^a|b", None),
-            (r"(?i)^abc", None),
-            (r"^abc(?m:$)", None),
-            (r"^ab(?i:c)", None),
-        ] {
-            assert_eq!(prefix_of(source).as_deref(), prefix, "{source}");
-        }
-    }
-
-    /// Every regex of the shipped rulesets.
-    fn shipped_regexes() -> Vec<String> {
-        fn walk(value: &serde_json::Value, out: &mut Vec<String>) {
-            match value {
-                serde_json::Value::Object(map) => {
-                    for (key, v) in map {
-                        match v {
-                            serde_json::Value::String(s) if key.starts_with("regex") => {
-                                out.push(s.clone())
-                            }
-                            _ => walk(v, out),
-                        }
-                    }
-                }
-                serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
-                _ => {}
-            }
-        }
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rules");
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "json") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                walk(&serde_json::from_str(&text).unwrap(), &mut out);
-            }
-        }
-        out.sort();
-        out.dedup();
-        out
-    }
-
-    #[test]
-    fn the_prefix_check_never_changes_an_answer() {
-        let regexes = shipped_regexes();
-        assert!(regexes.len() > 20, "{regexes:?}");
-        let haystacks = [
-            "",
-            "/",
-            "/jwt/auth",
-            "/jwt/authx",
-            "/api/v4/projects/12/x",
-            "/api/v4/projects/",
-            "/api/v4/groups/a%2Fb",
-            "/api/v4/users/5",
-            "/o/acme/x",
-            "/groups/g/-/x",
-            "/users/sign_in",
-            "/v2/",
-            "/v2/_catalog",
-            "/v2/a/b/manifests/latest",
-            "/snippets/3",
-            "/-/snippets/3.json",
-            "/group-3/project-1/-/tree/main",
-            "_gitlab_session",
-            "_gitlab_session_ab12",
-            "_gitlab_sessionx",
-            "cell-2-0123456789abcdef0123456789abcdef",
-            "cell-",
-            "Bearer a.b.c",
-            "basic dXNlcjpwYXNz",
-            "repository:a/b:pull",
-            "GET",
-            "HEAD",
-            "POST",
-            "glpat-abc.01.0123456789",
-            "/API/V4/PROJECTS/1",
+    fn listed_sources_take_their_names_from_the_table() {
+        let table: RegexTable = &[
+            RegexFacts {
+                source: "(?<a>x)(y)",
+                names: &[None, Some("a"), None],
+                prefixes: None,
+            },
+            RegexFacts {
+                source: "^z",
+                names: &[None],
+                prefixes: Some(&[b"z"]),
+            },
         ];
-        let mut refused = 0;
-        for source in &regexes {
-            let filtered = Regex::lazy(source).unwrap();
-            let plain = build(source).unwrap();
-            for haystack in haystacks {
-                refused += usize::from(filtered.refused_by_prefix(haystack));
-                assert_eq!(
-                    filtered.is_match(haystack),
-                    plain.is_match(haystack),
-                    "{source} {haystack:?}"
-                );
-                assert_eq!(
-                    filtered
-                        .captures(haystack)
-                        .map(|c| c.get(0).map(|m| m.range())),
-                    plain
-                        .captures(haystack)
-                        .map(|c| c.get(0).map(|m| m.range())),
-                    "{source} {haystack:?}"
-                );
-            }
-        }
-        assert!(refused > 100, "the check refuses most of these: {refused}");
+        let listed = Regex::lazy("(?<a>x)(y)", table).unwrap();
+        assert_eq!(
+            listed.capture_names().collect::<Vec<_>>(),
+            [None, Some("a"), None]
+        );
+        assert!(listed.captures("xy").is_some());
+        // Not listed: parsed for its names.
+        let unlisted = Regex::lazy("(?<b>q)", table).unwrap();
+        assert_eq!(
+            unlisted.capture_names().collect::<Vec<_>>(),
+            [None, Some("b")]
+        );
+        assert!(Regex::lazy("(unlisted", table).is_err());
+        // A value without a listed prefix is refused without compiling.
+        let anchored = Regex::lazy("^z", table).unwrap();
+        assert!(!anchored.is_match("az"));
+        assert!(anchored.captures("yz").is_none());
+        assert!(!anchored.is_compiled());
+        assert!(anchored.is_match("zz"));
+        assert!(anchored.is_compiled());
     }
 }

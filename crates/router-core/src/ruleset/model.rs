@@ -18,6 +18,32 @@ pub struct Rule {
     pub(super) action: RuleAction,
 }
 
+impl Rule {
+    /// Every regex of the rule: matchers, transform extracts, rollout.
+    pub(super) fn regexes(&self) -> impl Iterator<Item = &Regex> {
+        let matchers = self.matchers.iter().flat_map(|m| {
+            let (name, value) = match m {
+                Matcher::Path(r) | Matcher::Host(r) => (None, Some(r)),
+                Matcher::Method(MethodMatch::Regex(r)) => (None, Some(r)),
+                Matcher::Method(MethodMatch::List(_)) => (None, None),
+                Matcher::Header { name, value }
+                | Matcher::Cookie { name, value }
+                | Matcher::Query { name, value } => match name {
+                    NameMatch::Regex(r) => (Some(r), value.as_ref()),
+                    NameMatch::Exact(_) => (None, value.as_ref()),
+                },
+            };
+            name.into_iter().chain(value)
+        });
+        let extracts = self.transforms.iter().filter_map(|t| t.extract.as_ref());
+        let rollout = self
+            .rollout
+            .iter()
+            .flat_map(|r| r.include.iter().chain(&r.exclude));
+        matchers.chain(extracts).chain(rollout)
+    }
+}
+
 #[derive(Debug)]
 pub(super) enum NameMatch {
     Exact(String),

@@ -16,6 +16,18 @@ pub(super) struct RulesetObjectSpec {
     pub(super) _description: Option<String>,
 }
 
+/// The object spelling with its rules read as [`RuleSpec`]s directly
+/// (`Ruleset::from_prechecked_json`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TypedRulesetObjectSpec {
+    pub(super) rules: Vec<RuleSpec>,
+    #[serde(rename = "$schema", default)]
+    pub(super) _schema: Option<String>,
+    #[serde(rename = "description", default)]
+    pub(super) _description: Option<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub(super) enum OneOrMany<T> {

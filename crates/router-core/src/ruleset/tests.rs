@@ -40,8 +40,19 @@ const HEX32: &str = "0123456789abcdef0123456789abcdef";
 
 #[test]
 fn seed_and_array_forms_decide_alike() {
-    for json in [SEED_SESSION, ARRAY_SESSION] {
-        let rules = compile(json);
+    let prechecked = |json: &str| Ruleset::from_prechecked_json("test", json, &[]).unwrap();
+    let with_schema = format!(
+        r#"{{"$schema": "../schema/ruleset.schema.json", "description": "d", {}"#,
+        &SEED_SESSION[1..]
+    );
+    for rules in [
+        compile(SEED_SESSION),
+        compile(ARRAY_SESSION),
+        prechecked(SEED_SESSION),
+        prechecked(ARRAY_SESSION),
+        prechecked(&with_schema),
+        prechecked(&format!("  \n{ARRAY_SESSION}")),
+    ] {
         let d = rules.decide(&get(
             "https://gitlab.com/",
             &[("Cookie", &format!("_gitlab_session=cell-2-{HEX32}"))],
@@ -406,6 +417,23 @@ fn rejects_what_cannot_work_with_clear_messages() {
 }
 
 #[test]
+fn prechecked_json_that_does_not_load_is_an_error() {
+    for json in [
+        "",
+        "[]",
+        "{}",
+        "[{\"action\": 1}]",
+        "{\"rules\": [], \"x\": 1}",
+        "nope",
+    ] {
+        assert!(
+            Ruleset::from_prechecked_json("test", json, &[]).is_err(),
+            "{json}"
+        );
+    }
+}
+
+#[test]
 fn snake_case_field_names_load() {
     let rules = compile(
         r#"[{"id": "s", "match": {"type": "cookie", "regex_name": "^_gitlab_session", "regex_value": "^(?<p>cell-\\d+)-"},
@@ -428,6 +456,50 @@ fn shipped_rulesets_compile() {
         }
     }
     assert!(seen >= 2, "rules/ has {seen} rulesets");
+}
+
+#[test]
+fn regex_facts_list_every_regex_once_with_its_compiled_names() {
+    let rules = compile(
+        r#"[{"id": "a", "match": [{"type": "cookie", "regexName": "^_s$", "regexValue": "^(?<p>x)(y)$"},
+                                 {"type": "path", "regexValue": "^/(?<top>[a-z]+)"}],
+             "transform": {"type": "base64", "input": "${p}", "output": "b", "extract": "(?<user>[^:]*):"},
+             "rollout": {"value": "${top}", "include": ["^a"], "exclude": ["^/(?<top>[a-z]+)"], "percentage": 50, "seed": "s"},
+             "action": "classify", "classify": {"type": "ROUTE", "value": "${top}"}},
+            {"id": "z", "action": "proxy"}]"#,
+    );
+    let table = rules.regex_facts();
+    let sources: Vec<&str> = table.iter().map(|f| f.source).collect();
+    assert_eq!(
+        sources,
+        [
+            "(?<user>[^:]*):",
+            "^(?<p>x)(y)$",
+            "^/(?<top>[a-z]+)",
+            "^_s$",
+            "^a"
+        ]
+    );
+    for facts in &table {
+        let compiled = regex::Regex::new(facts.source).unwrap();
+        assert_eq!(
+            facts.names,
+            compiled.capture_names().collect::<Vec<_>>(),
+            "{}",
+            facts.source
+        );
+    }
+    let prefixes: Vec<Option<Vec<&[u8]>>> = table.iter().map(|f| f.prefixes.clone()).collect();
+    assert_eq!(
+        prefixes,
+        [
+            None,
+            Some(vec![&b"xy"[..]]),
+            Some(vec![&b"/"[..]]),
+            Some(vec![&b"_s"[..]]),
+            Some(vec![&b"a"[..]])
+        ]
+    );
 }
 
 proptest::proptest! {
