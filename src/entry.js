@@ -264,6 +264,8 @@ async function apply(request, method, drops, plan, started) {
     return res;
   }
   const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailureLog, logHead, logTail, logMinStatus, notFoundDelay, report] = f;
+  // Taken now: a panic elsewhere while this request awaits resets `setup`.
+  const { dropPrefixes, upstreamAnswer } = setup;
   const headers = new Headers(request.headers);
   if (drop === "") {
     for (const name of drops) headers.delete(name);
@@ -271,7 +273,7 @@ async function apply(request, method, drops, plan, started) {
     // Names the client's Connection header listed besides the usual set.
     const dropped = new Set(drop.split(ITEM));
     for (const name of request.headers.keys()) {
-      if (isDropped(name, dropped, setup.dropPrefixes)) headers.delete(name);
+      if (isDropped(name, dropped, dropPrefixes)) headers.delete(name);
     }
   }
   const pairs = set.split(ITEM);
@@ -289,7 +291,7 @@ async function apply(request, method, drops, plan, started) {
     upstream = await fetch(url, { method, headers, body: request.body, redirect: "manual" });
   } catch (error) {
     if (report !== "") reportOutcome(report, 0, sent);
-    return fail(`${upstreamFailureLog}${ITEM}${setup.upstreamAnswer}`, errorMessage(error), logHead, started);
+    return fail(`${upstreamFailureLog}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started);
   }
   const status = upstream.status;
   // A listed cell's outcome goes back to Rust (its circuit) only when the
