@@ -129,7 +129,8 @@ pub struct Forward {
     pub signing: Option<Signing>,
     /// How a failed upstream fetch's log line opens its `error` (as
     /// [`Failure::log_error_open`]); the answer is the same for every
-    /// request, [`upstream_failure_answer`], which the entry gets once.
+    /// request, [`encoded_upstream_failure_answer`], which the entry gets
+    /// once.
     pub upstream_failure_log: String,
     pub log: LogPlan,
     /// Milliseconds the entry waits before returning a 404 from the
@@ -152,16 +153,15 @@ pub enum Plan {
 }
 
 /// What the router answers when the upstream fetch of a forwarded request
-/// fails (it is the same for every request, so it is not in each plan).
-pub fn upstream_failure_answer() -> Answer {
-    RouterError::UpstreamUnreachable(String::new()).answer()
-}
-
-/// [`upstream_failure_answer`] in the plan's answer form (`status ITEM
-/// name ITEM value … ITEM body`), for the entry's set-up.
+/// fails, in the plan's answer form (`status ITEM name ITEM value … ITEM
+/// body`): it is the same for every request, so the entry gets it once at
+/// set-up instead of in each plan.
 pub fn encoded_upstream_failure_answer() -> String {
     let mut out = String::new();
-    push_answer(&mut out, &upstream_failure_answer());
+    push_answer(
+        &mut out,
+        &RouterError::UpstreamUnreachable(String::new()).answer(),
+    );
     out
 }
 
@@ -468,6 +468,13 @@ mod tests {
             let encoded = plan.encode();
             assert_eq!(Plan::decode(&encoded).as_ref(), Some(&plan), "{encoded:?}");
         }
+    }
+
+    #[test]
+    fn the_upstream_failure_answer_is_the_routers_502() {
+        let answer = parse_answer(&encoded_upstream_failure_answer()).unwrap();
+        assert_eq!(answer.status, 502);
+        assert_eq!(answer.body, "gitlab-http-router: upstream unreachable\n");
     }
 
     #[test]
