@@ -69,8 +69,8 @@ fn main() {
             };
             write!(
                 table,
-                "router_core::ruleset::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes} }}, ",
-                facts.source, facts.names
+                "router_core::ruleset::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, frame: {:?} }}, ",
+                facts.source, facts.names, facts.frame
             )
             .unwrap();
         }

@@ -9,6 +9,7 @@
 mod compile;
 mod decision;
 mod eval;
+mod frame;
 mod lazy;
 mod model;
 mod prefix;

@@ -48,6 +48,15 @@ pub(super) fn match_value<'r, 'q>(
     if re.captures_len() == 1 {
         return re.is_match(&value);
     }
+    if let Some(framed) = re.framed_match(&value) {
+        let Some(span) = framed else {
+            return false;
+        };
+        if let Some(name) = re.capture_names().nth(1).flatten() {
+            captures.push((name, slice(&value, span)));
+        }
+        return true;
+    }
     let Some(caps) = re.captures(&value) else {
         return false;
     };
@@ -55,13 +64,17 @@ pub(super) fn match_value<'r, 'q>(
         let (Some(name), Some(m)) = (name, caps.get(i)) else {
             continue;
         };
-        let captured = match &value {
-            Cow::Borrowed(v) => Cow::Borrowed(&v[m.range()]),
-            Cow::Owned(v) => Cow::Owned(v[m.range()].to_string()),
-        };
-        captures.push((name, captured));
+        captures.push((name, slice(&value, m.range())));
     }
     true
+}
+
+/// `value[span]`, borrowed from the request where `value` is.
+fn slice<'q>(value: &Cow<'q, str>, span: std::ops::Range<usize>) -> Cow<'q, str> {
+    match value {
+        Cow::Borrowed(v) => Cow::Borrowed(&v[span]),
+        Cow::Owned(v) => Cow::Owned(v[span].to_string()),
+    }
 }
 
 impl Matcher {

@@ -21,6 +21,7 @@ use std::sync::OnceLock;
 
 use regex_syntax::ast::{self, Ast};
 
+use super::frame::capture_frame;
 use super::prefix::required_prefixes;
 
 /// What `build.rs` records of one regex of a ruleset, so that a fresh
@@ -33,6 +34,9 @@ pub struct RegexFacts<'a> {
     /// Every match starts with one of these (`prefix.rs`); `None`: no
     /// such list.
     pub prefixes: Option<&'a [&'a [u8]]>,
+    /// The bytes before and after its one group in every match
+    /// (`frame.rs`); `None`: not of that shape.
+    pub frame: Option<(u32, u32)>,
 }
 
 /// [`RegexFacts`] of a compiled regex, borrowed from it: what
@@ -43,6 +47,7 @@ pub struct OwnedRegexFacts<'a> {
     pub source: &'a str,
     pub names: Vec<Option<&'a str>>,
     pub prefixes: Option<Vec<&'a [u8]>>,
+    pub frame: Option<(u32, u32)>,
 }
 
 impl OwnedRegexFacts<'_> {
@@ -51,6 +56,7 @@ impl OwnedRegexFacts<'_> {
             source: self.source,
             names: &self.names,
             prefixes: self.prefixes.as_deref(),
+            frame: self.frame,
         }
     }
 }
@@ -77,6 +83,8 @@ pub(crate) struct Regex {
     /// A value that starts with none of these does not match (`None`:
     /// every value goes to the regex).
     prefixes: Option<Box<[Box<[u8]>]>>,
+    /// See [`RegexFacts::frame`].
+    frame: Option<(u32, u32)>,
     compiled: OnceLock<regex::Regex>,
 }
 
@@ -97,6 +105,7 @@ impl Regex {
             source: source.into(),
             names,
             prefixes: required_prefixes(source).map(boxed),
+            frame: capture_frame(source),
             compiled: OnceLock::from(re),
         })
     }
@@ -108,14 +117,14 @@ impl Regex {
     /// compile (over the size limit, an unknown unicode class) would panic
     /// on first use.
     pub(crate) fn lazy(source: &str, table: RegexTable) -> Result<Regex, String> {
-        let (names, prefixes) = match table.binary_search_by(|f| f.source.cmp(source)) {
+        let (names, prefixes, frame) = match table.binary_search_by(|f| f.source.cmp(source)) {
             Ok(i) => {
                 let facts = &table[i];
                 let names = facts.names.iter().map(|n| n.map(Box::from)).collect();
                 let prefixes = facts
                     .prefixes
                     .map(|ps| ps.iter().map(|p| Box::from(*p)).collect());
-                (names, prefixes)
+                (names, prefixes, facts.frame)
             }
             Err(_) => {
                 let parsed = ast::parse::Parser::new()
@@ -123,13 +132,15 @@ impl Regex {
                     .map_err(|e| e.to_string())?;
                 let mut names: Vec<Option<Box<str>>> = vec![None];
                 collect_groups(&parsed, &mut names);
-                (names, required_prefixes(source).map(boxed))
+                let frame = capture_frame(source);
+                (names, required_prefixes(source).map(boxed), frame)
             }
         };
         Ok(Regex {
             source: source.into(),
             names: names.into_boxed_slice(),
             prefixes,
+            frame,
             compiled: OnceLock::new(),
         })
     }
@@ -154,6 +165,7 @@ impl Regex {
                 .prefixes
                 .as_ref()
                 .map(|ps| ps.iter().map(|p| &**p).collect()),
+            frame: self.frame,
         }
     }
 
@@ -174,6 +186,18 @@ impl Regex {
             return None;
         }
         self.get().captures(haystack)
+    }
+
+    /// For a regex with a frame (`frame.rs`): `Some` of whether
+    /// `haystack` matches and, if so, its one group's span; `None` for
+    /// other regexes (use [`Regex::captures`]).
+    pub(crate) fn framed_match(&self, haystack: &str) -> Option<Option<std::ops::Range<usize>>> {
+        let (before, after) = self.frame?;
+        // A match is at least `before + after` long.
+        Some(
+            self.is_match(haystack)
+                .then(|| before as usize..haystack.len() - after as usize),
+        )
     }
 
     /// The number of groups, the whole match included (as
@@ -266,11 +290,13 @@ mod tests {
                 source: "(?<a>x)(y)",
                 names: &[None, Some("a"), None],
                 prefixes: None,
+                frame: None,
             },
             RegexFacts {
                 source: "^z",
                 names: &[None],
                 prefixes: Some(&[b"z"]),
+                frame: None,
             },
         ];
         let listed = Regex::lazy("(?<a>x)(y)", table).unwrap();
