@@ -66,10 +66,6 @@ struct Isolate {
     ruleset: Option<Ruleset>,
     /// The configured allow-list plus the legacy cell and fixed addresses.
     allowed: AllowList,
-    /// Addresses `allowed` has allowed, so a request to a cell seen before
-    /// costs a string comparison instead of parsing the address again
-    /// (bounded: the cells an isolate talks to).
-    allowed_seen: RefCell<Vec<String>>,
     resolver: Option<EdgeResolver>,
     /// The headers the entry reads per request (the rules' plus
     /// [`EDGE_HEADERS`]); `None`: the rules need every header.
@@ -258,7 +254,6 @@ impl Isolate {
             config,
             ruleset,
             allowed,
-            allowed_seen: RefCell::new(Vec::new()),
             resolver,
             header_names,
             relied_on,
@@ -273,23 +268,7 @@ impl Isolate {
     }
 }
 
-/// How many allowed addresses an isolate remembers.
-const ALLOWED_SEEN_MAX: usize = 64;
-
 impl Isolate {
-    /// Whether requests may be forwarded to `address`.
-    fn allows(&self, address: &str) -> bool {
-        if self.allowed_seen.borrow().iter().any(|a| a == address) {
-            return true;
-        }
-        let allowed = self.allowed.allows(address);
-        let mut seen = self.allowed_seen.borrow_mut();
-        if allowed && seen.len() < ALLOWED_SEEN_MAX {
-            seen.push(address.to_string());
-        }
-        allowed
-    }
-
     fn now_ms(&self) -> u64 {
         (self.now)() as u64
     }
@@ -938,7 +917,7 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
     let Some(address) = address else {
         return failed(log, RouterError::NoLegacyCell);
     };
-    if !iso.allows(&address) {
+    if !iso.allowed.allows(&address) {
         log.upstream = Some(address.clone());
         return failed(log, RouterError::UpstreamNotAllowed(address));
     }

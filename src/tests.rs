@@ -358,12 +358,6 @@ fn listed_cells_are_allowed_upstreams() {
     assert!(iso.allowed.allows("cell3.example"));
     assert!(iso.allowed.allows("registry2.example"));
     assert!(!iso.allowed.allows("cell4.example"));
-    // Remembered answers are the allow-list's, asked again or not.
-    for _ in 0..2 {
-        assert!(iso.allows("cell3.example"));
-        assert!(!iso.allows("cell4.example"));
-    }
-    assert_eq!(*iso.allowed_seen.borrow(), ["cell3.example"]);
 }
 
 #[test]

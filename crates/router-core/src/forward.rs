@@ -277,30 +277,49 @@ impl AllowList {
         self.entries.is_empty()
     }
 
-    /// Whether `address` (`host[:port]`) may be proxied to.
+    /// Whether `address` (`host[:port]`) may be proxied to. Asked for
+    /// every forwarded request, so the usual case (a listed cell's exact
+    /// address) allocates nothing and skips the address check: an exact
+    /// entry was checked when the list was parsed.
     pub fn allows(&self, address: &str) -> bool {
+        let (host, port) = match address.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (address, None),
+        };
+        // Not with a `:*` entry: any text after the colon would pass it.
+        let exact = |e: &AllowEntry| {
+            !e.wildcard
+                && e.port != AllowPort::Any
+                && e.port_accepts(port)
+                && host.eq_ignore_ascii_case(&e.host)
+        };
+        if self.entries.iter().any(exact) {
+            return true;
+        }
         if validate_address(address).is_err() {
             return false;
         }
-        let lower = address.to_ascii_lowercase();
-        let (host, port) = match lower.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (lower.as_str(), None),
-        };
         self.entries.iter().any(|e| {
             let host_ok = if e.wildcard {
-                host.ends_with(&e.host) && host.len() > e.host.len()
+                // `e.host` is ".suffix": at least one label before it.
+                host.len() > e.host.len()
+                    && host.as_bytes()[host.len() - e.host.len()..]
+                        .eq_ignore_ascii_case(e.host.as_bytes())
             } else {
-                host == e.host
+                host.eq_ignore_ascii_case(&e.host)
             };
-            let port_ok = match (&e.port, port) {
-                (AllowPort::Any, _) => true,
-                (AllowPort::Default, None) => true,
-                (AllowPort::Exact(p), Some(q)) => p == q,
-                _ => false,
-            };
-            host_ok && port_ok
+            host_ok && e.port_accepts(port)
         })
+    }
+}
+
+impl AllowEntry {
+    fn port_accepts(&self, port: Option<&str>) -> bool {
+        match (&self.port, port) {
+            (AllowPort::Any, _) | (AllowPort::Default, None) => true,
+            (AllowPort::Exact(p), Some(q)) => p == q,
+            _ => false,
+        }
     }
 }
 
@@ -489,6 +508,18 @@ mod tests {
         assert!(!list.allows("127.0.0.1"));
         assert!(list.allows("dev.local:1234"));
         assert!(!list.allows("user@legacy.example.com"));
+        // Exact entries compare without case; nothing else passes them.
+        assert!(list.allows("Legacy.Example.COM"));
+        assert!(!list.allows("legacy.example.com:443"));
+        assert!(!list.allows("legacy.example.com/x"));
+        assert!(!list.allows("127.0.0.1:9102/x"));
+        // A `:*` entry still checks what follows the colon.
+        assert!(!list.allows("dev.local:1234/path"));
+        assert!(!list.allows("dev.local:0"));
+        assert!(!list.allows("dev.local:x"));
+        // A wildcard's suffix is matched on bytes: no panic on non-ASCII.
+        assert!(!list.allows("é.cells.example.com"));
+        assert!(!list.allows("éé.example.com"));
         assert!(AllowList::parse("http://x").is_err());
         assert!(AllowList::parse("").unwrap().is_empty());
     }
