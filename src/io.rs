@@ -70,12 +70,8 @@ pub fn random_hex32() -> String {
     }
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(32);
-    for b in bytes {
-        out.push(HEX[usize::from(b >> 4)] as char);
-        out.push(HEX[usize::from(b & 0x0f)] as char);
-    }
+    router_core::hex::push_hex(&mut out, &bytes);
     out
 }
 
@@ -338,9 +334,19 @@ impl SharedCache for CacheApi {
 /// Time, randomness and timers from JS.
 pub struct JsPlatform;
 
+/// The clock as [`now`] reads it.
+#[derive(Clone, Copy)]
+enum Clock {
+    /// Read on every call.
+    Live,
+    /// A [`HeldClock`] lives and the clock has not been read yet.
+    Held,
+    /// A [`HeldClock`] lives: this reading stands.
+    HeldAt(f64),
+}
+
 thread_local! {
-    /// While a [`HeldClock`] lives: `Some` (NaN until the first read).
-    static HELD_NOW: Cell<Option<f64>> = const { Cell::new(None) };
+    static CLOCK: Cell<Clock> = const { Cell::new(Clock::Live) };
 }
 
 /// `Date.now()`, read at most once per [`HeldClock`]: workerd moves the
@@ -348,14 +354,14 @@ thread_local! {
 /// inside one synchronous call would return the same value and only cost
 /// another call out of wasm.
 pub fn now() -> f64 {
-    HELD_NOW.with(|held| match held.get() {
-        Some(now) if !now.is_nan() => now,
-        Some(_) => {
+    CLOCK.with(|clock| match clock.get() {
+        Clock::HeldAt(now) => now,
+        Clock::Held => {
             let now = js_sys::Date::now();
-            held.set(Some(now));
+            clock.set(Clock::HeldAt(now));
             now
         }
-        None => js_sys::Date::now(),
+        Clock::Live => js_sys::Date::now(),
     })
 }
 
@@ -365,14 +371,14 @@ pub struct HeldClock;
 
 impl HeldClock {
     pub fn hold() -> HeldClock {
-        HELD_NOW.with(|held| held.set(Some(f64::NAN)));
+        CLOCK.with(|clock| clock.set(Clock::Held));
         HeldClock
     }
 }
 
 impl Drop for HeldClock {
     fn drop(&mut self) {
-        HELD_NOW.with(|held| held.set(None));
+        CLOCK.with(|clock| clock.set(Clock::Live));
     }
 }
 

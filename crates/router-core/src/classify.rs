@@ -168,7 +168,6 @@ impl ClassifyRequest {
 
     /// [`ClassifyRequest::cache_key`] for an already built `body`.
     pub fn cache_key_of(kind: ClassifyKind, target: Target, body: &str) -> String {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let digest = Sha256::digest(body.as_bytes());
         let kind = kind.name();
         let target = target.name();
@@ -177,10 +176,7 @@ impl ClassifyRequest {
         key.push('-');
         key.push_str(target);
         key.push('-');
-        for byte in digest {
-            key.push(char::from(HEX[usize::from(byte >> 4)]));
-            key.push(char::from(HEX[usize::from(byte & 0xf)]));
-        }
+        crate::hex::push_hex(&mut key, &digest);
         key
     }
 }

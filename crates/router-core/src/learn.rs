@@ -19,6 +19,7 @@
 //! prefix alone, and a path is looked up under its own key and then under
 //! each of its ancestors on a segment boundary, longest first.
 
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
 use crate::classify::{ClassifyKind, ClassifyRequest, Target};
@@ -48,29 +49,23 @@ pub fn method_and_path(value: &str) -> (&str, &str) {
     value.split_once(' ').unwrap_or(("GET", value))
 }
 
+/// What stays as it is in the learn call's query values: unreserved
+/// characters (RFC 3986) and `/`, which keeps paths readable in logs.
+const LEARN_QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
+
 /// The URL path and query the learn call asks: `method` and `path_info`
 /// percent-encoded.
 pub fn learn_path_and_query(method: &str, path: &str) -> String {
     format!(
         "{LEARN_PATH}?method={}&path_info={}",
-        encode_component(method),
-        encode_component(path)
+        utf8_percent_encode(method, LEARN_QUERY_VALUE),
+        utf8_percent_encode(path, LEARN_QUERY_VALUE)
     )
-}
-
-fn encode_component(s: &str) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
-    }
-    out
 }
 
 /// The memory and shared-cache key of a learned prefix (method-free: a

@@ -19,6 +19,7 @@ pub mod control;
 pub mod error;
 pub mod forward;
 pub mod guard;
+pub mod hex;
 pub mod jwt;
 pub mod learn;
 pub mod log;

@@ -292,10 +292,8 @@ pub fn push_escaped(out: &mut String, text: &str) {
         };
         out.push_str(&text[start..i]);
         if short.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
             out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0x0f)]));
+            crate::hex::push_hex(out, &[b]);
         } else {
             out.push_str(short);
         }
