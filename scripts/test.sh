@@ -27,7 +27,8 @@ if [ "$gz" -gt $((budget_kib * 1024)) ]; then
 fi
 
 echo "==> end-to-end tests through workerd" >&2
-suites=(tests/e2e)
+# tests/bench: the benchmark's own arithmetic (bench/paired.mjs).
+suites=(tests/e2e tests/bench)
 [ -d tests/deploy ] && suites+=(tests/deploy)
 node --test --test-concurrency=2 --test-reporter=spec "${suites[@]}"
 

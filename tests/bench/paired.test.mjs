@@ -1,0 +1,96 @@
+// bench/paired.mjs's arithmetic, with a stand-in load: which configuration
+// starts each round, the per-request CPU from workerd's clock ticks, the
+// medians, and the issue-20 target lines. (The load itself is wrk against
+// workerd: `BENCH_PAIRED=… bash bench/run.sh`, docs/benchmark.md.)
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { parsePairs, pairedRuns, targetLines } from "../../bench/paired.mjs";
+
+test("BENCH_PAIRED is parsed into pairs, and a malformed pair is refused", () => {
+  assert.deepEqual(parsePairs("token-warm:floor-log,cells:token-warm"), [
+    ["token-warm", "floor-log"],
+    ["cells", "token-warm"],
+  ]);
+  assert.deepEqual(parsePairs(""), []);
+  for (const bad of ["token-warm", "a:b:c", ":b", "a:"]) {
+    assert.throws(() => parsePairs(bad), /is not a:b/, bad);
+  }
+});
+
+/**
+ * Targets whose CPU clock advances `ticksPerRequest[round - 1]` ticks per
+ * request while loaded, and a load that serves `requests` per run.
+ */
+function standIn(spec, requests = 1000) {
+  const targets = Object.keys(spec).map((name, i) => ({ name, pid: 100 + i, ticks: 0, user: 0, runs: 0 }));
+  const started = [];
+  const load = async (target, concurrency, seconds) => {
+    started.push(target.name);
+    const per = spec[target.name][Math.min(target.runs, spec[target.name].length - 1)];
+    target.runs++;
+    target.ticks += per * requests;
+    target.user += (per * requests) / 2;
+    return { requests, rps: requests / seconds, errors: 0 };
+  };
+  const cpuTicks = (pid) => {
+    const t = targets.find((x) => x.pid === pid);
+    return { cpuTicks: t.ticks, userTicks: t.user };
+  };
+  return { targets, started, load, cpuTicks };
+}
+
+test("each round measures both at once, alternating which starts, and the medians are of a − b", async () => {
+  // 1 tick per request = 1000 µs at 1000 ticks/s; a costs 0.9, 0.7, 0.8
+  // ticks per request in rounds 1-3, b always 0.6.
+  const { targets, started, load, cpuTicks } = standIn({ a: [0.9, 0.7, 0.8], b: [0.6] });
+  const { runs, summary, errors } = await pairedRuns({
+    pairs: [["a", "b"]],
+    targets,
+    rounds: 3,
+    concurrency: [8],
+    seconds: 2,
+    warmupSeconds: 0,
+    load,
+    cpuTicks,
+    ticksPerSecond: 1000,
+    log: () => {},
+  });
+  assert.deepEqual(started, ["a", "b", "b", "a", "a", "b"]);
+  assert.equal(errors, 0);
+  assert.deepEqual(
+    runs.map((r) => Math.round(r.cpu_extra_us)),
+    [300, 100, 200],
+  );
+  assert.equal(summary.length, 1);
+  const [row] = summary;
+  assert.equal(Math.round(row.cpu_extra_us), 200);
+  assert.equal(Math.round(row.cpu_extra_us_min), 100);
+  assert.equal(Math.round(row.cpu_extra_us_max), 300);
+  assert.equal(Math.round(row.user_extra_us), 100);
+  assert.equal(Math.round(row.a_cpu_us_per_req), 800);
+  assert.equal(row.rps_ratio, 1);
+});
+
+test("an unknown configuration is named with the ones there are", async () => {
+  const { targets, load, cpuTicks } = standIn({ a: [1] });
+  await assert.rejects(
+    pairedRuns({ pairs: [["a", "nope"]], targets, rounds: 1, concurrency: [8], seconds: 1, warmupSeconds: 0, load, cpuTicks, ticksPerSecond: 100, log: () => {} }),
+    /no configuration nope \(have a\)/,
+  );
+});
+
+test("target lines say met or NOT met for the pairs issue 20 names, and nothing for others", () => {
+  const row = (a, b, cpu_extra_us, rps_ratio = 1) => ({ concurrency: 8, a, b, cpu_extra_us, rps_ratio });
+  const lines = targetLines([
+    row("token-warm", "floor-log", 9.5),
+    row("token-warm", "peer-log", 0, 1.05),
+    row("passthrough", "floor-log", 6),
+    row("cells", "token-warm", -4),
+    row("token-warm", "base-token-warm", -30),
+  ]);
+  assert.equal(lines.length, 4);
+  assert.match(lines[0], /CPU 9\.5 µs over floor-log \(target ≤ \+10: met\)/);
+  assert.match(lines[1], /1\.05× peer-log req\/s \(target ≥ 1\.10: NOT met\)/);
+  assert.match(lines[2], /\(target ≤ \+5: NOT met\)/);
+  assert.match(lines[3], /CPU -4\.0 µs over session_token \(target within 5: met\)/);
+});
