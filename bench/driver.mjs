@@ -990,6 +990,9 @@ async function profileMode(specs, targets, ts, sinkInfo) {
     writeFileSync(join(OUT_DIR, `profile-${name}.cpuprofile`), JSON.stringify(profile));
     lines.push(`\n== Profile of ${name} (c=${c}, ${loadResult.requests} requests; workerd CPU ${fmt(cpuUs)} µs/req while profiling, isolate busy ${fmt(sum.busy_us_per_req)} µs/req)`);
     lines.push(`   by kind, µs/req: ${Object.entries(sum.kinds_us_per_req).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ")}`);
+    if (sum.unattributed_gaps.count > 0) {
+      lines.push(`   ${sum.unattributed_gaps.count} gap(s) between samples over 10 ms left unattributed (${fmt(sum.unattributed_gaps.us_per_req, 1)} µs/req)`);
+    }
     lines.push(table(["self µs/req", "function"], sum.top_self.map((f) => [fmt(f.us_per_req, 1), f.name])));
     lines.push("");
     lines.push(table(["incl µs/req", "function"], sum.top_inclusive.map((f) => [fmt(f.us_per_req, 1), f.name])));
