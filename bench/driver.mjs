@@ -668,24 +668,20 @@ async function main() {
     const paired = OPT.paired.flat();
     specs.splice(0, specs.length, ...specs.filter((s) => baselines.includes(s.name) || OPT.configs.includes(s.name) || paired.includes(s.name)));
   }
-  const targets = [];
-  for (const s of specs) {
+  /** Starts a configuration and checks it answers the mix with the sink's 200. */
+  const start = async (s) => {
     const t = await startWorker(s.name, s.options);
     Object.assign(t, { warm: !!s.warm, cold: !!s.cold, mixFile });
-    targets.push(t);
     log(`${s.name}: ${t.url} (workerd pid ${t.pid})`);
-  }
-
-  // Sanity: every configuration answers the mix with the sink's 200.
-  for (const t of targets) {
     const r = await request(`${t.url}/probe`, { headers: { cookie: "_gitlab_session=cell-3-0123456789abcdef0123456789abcdef" } });
     if (r.status !== 200 || r.text !== "ok\n") throw new Error(`${t.name}: probe answered ${r.status} ${r.text.slice(0, 200)} ${t.lines.last.join("\n")}`);
-  }
-  // Warm the warm routers: every request of the mix once (each distinct
+    return t;
+  };
+  // Warm a warm router: every request of the mix once (each distinct
   // classification key), then check that the mix costs no service call.
   let warmKeys = 0;
   let warmCheck = 0;
-  for (const warm of targets.filter((t) => t.warm)) {
+  const warmUp = async (warm) => {
     const calls0 = await tsCalls(ts);
     for (const r of mix) {
       const res = await request(`${warm.url}${r.path}`, { method: r.method, headers: r.headers, body: r.body });
@@ -695,10 +691,24 @@ async function main() {
     for (const r of mix.slice(0, 50)) await request(`${warm.url}${r.path}`, { method: r.method, headers: r.headers, body: r.body });
     warmCheck = (await tsCalls(ts)) - calls0 - warmKeys;
     log(`warmed ${warm.name}: ${warmKeys} service calls for ${mix.length} requests; ${warmCheck} more on replay`);
+  };
+  if (OPT.paired.length) {
+    // Fresh instances for every measured pair (pairedMode).
+    const fresh = async (name) => {
+      const spec = specs.find((s) => s.name === name);
+      if (!spec) throw new Error(`BENCH_PAIRED: no configuration ${name} (have ${specs.map((s) => s.name).join(", ")})`);
+      const t = await start(spec);
+      if (t.warm) await warmUp(t);
+      return t;
+    };
+    return pairedMode(fresh);
   }
 
+  const targets = [];
+  for (const s of specs) targets.push(await start(s));
+  for (const warm of targets.filter((t) => t.warm)) await warmUp(warm);
+
   if (OPT.profile.length) return profileMode(specs, targets, ts, sinkInfo);
-  if (OPT.paired.length) return pairedMode(targets);
 
   // Load rounds.
   const runs = [];
@@ -1004,19 +1014,25 @@ async function profileMode(specs, targets, ts, sinkInfo) {
 
 /**
  * BENCH_PAIRED mode: each pair's two configurations under load at the same
- * time (bench/paired.mjs); prints the CPU difference and the req/s ratio
- * per pair and concurrency, medians over BENCH_ROUNDS, and writes
+ * time (bench/paired.mjs), each measurement on two workerd instances
+ * started (and warmed) for it; prints the CPU difference and the req/s
+ * ratio per pair and concurrency, medians over BENCH_ROUNDS, and writes
  * target/bench/paired.json.
  */
-async function pairedMode(targets) {
+async function pairedMode(fresh) {
   const load = async (t, concurrency, seconds) => {
     const script = join(ROOT, "bench", "wrk", t.cold ? "cold.lua" : "mix.lua");
     const w = await runWrk(t, { concurrency, script, mixFile: t.mixFile, seconds });
     return { requests: w.requests, rps: w.requests / (w.duration_us / 1e6), errors: Object.values(w.errors).reduce((a, b) => a + b, 0) };
   };
+  const retire = async (t) => {
+    await t.mf.dispose();
+    instances.splice(instances.indexOf(t.mf), 1);
+  };
   const result = await pairedRuns({
     pairs: OPT.paired,
-    targets,
+    fresh,
+    retire,
     rounds: OPT.rounds,
     concurrency: OPT.concurrency,
     seconds: OPT.seconds,

@@ -5,6 +5,11 @@
 // ±100 µs between sequential runs; the difference between two
 // configurations measured side by side moves far less, and it is the
 // difference the issue-20 targets are about.
+//
+// Every measurement starts both configurations afresh: a workerd instance
+// kept for all rounds carries its own lasting offset (where its heap and
+// code landed), and an A/A run (the same build on both sides) came out at
+// +67 and +89 µs for whichever instance happened to be `a`.
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -32,59 +37,66 @@ export function parsePairs(text) {
  * alternates per round) and returns per-round runs and per-pair medians of
  * `a − b` (CPU µs per request) and `a / b` (req/s).
  *
+ * `fresh(name)` starts (and warms) an instance of a configuration,
+ * resolving to `{name, pid, …}`, and `retire(target)` stops it: each
+ * measurement gets two new instances, started in the pair's order.
  * `load(target, concurrency, seconds)` runs wrk and resolves to
  * `{requests, rps, errors}`; `cpuTicks(pid)` (`{cpuTicks, userTicks}`)
  * and `ticksPerSecond` read workerd's CPU.
  */
-export async function pairedRuns({ pairs, targets, rounds, concurrency, seconds, warmupSeconds, load, cpuTicks, ticksPerSecond, log }) {
-  const byName = (name) => {
-    const t = targets.find((x) => x.name === name);
-    if (!t) throw new Error(`BENCH_PAIRED: no configuration ${name} (have ${targets.map((x) => x.name).join(", ")})`);
-    return t;
-  };
+export async function pairedRuns({ pairs, fresh, retire, rounds, concurrency, seconds, warmupSeconds, load, cpuTicks, ticksPerSecond, log }) {
   const runs = [];
   for (let round = 1; round <= rounds; round++) {
     for (const c of concurrency) {
       for (const [aName, bName] of pairs) {
-        const pair = round % 2 ? [byName(aName), byName(bName)] : [byName(bName), byName(aName)];
-        if (warmupSeconds > 0) {
-          await Promise.all(pair.map((t) => load(t, c, warmupSeconds)));
-          await new Promise((r) => setTimeout(r, 500));
+        const pair = [];
+        try {
+          for (const name of round % 2 ? [aName, bName] : [bName, aName]) pair.push(await fresh(name));
+          runs.push(await measurePair(pair, aName, bName, round, c));
+        } finally {
+          for (const t of pair) await retire(t);
         }
-        const cpu0 = pair.map((t) => cpuTicks(t.pid));
-        const results = await Promise.all(pair.map((t) => load(t, c, seconds)));
-        const cpu1 = pair.map((t) => cpuTicks(t.pid));
-        const m = Object.fromEntries(
-          pair.map((t, i) => [
-            t.name,
-            {
-              rps: results[i].rps,
-              errors: results[i].errors,
-              cpu_us_per_req: ((cpu1[i].cpuTicks - cpu0[i].cpuTicks) * 1e6) / ticksPerSecond / Math.max(1, results[i].requests),
-              user_us_per_req: ((cpu1[i].userTicks - cpu0[i].userTicks) * 1e6) / ticksPerSecond / Math.max(1, results[i].requests),
-            },
-          ]),
-        );
-        const a = m[aName];
-        const b = m[bName];
-        const run = {
-          round,
-          concurrency: c,
-          a: aName,
-          b: bName,
-          a_cpu_us_per_req: a.cpu_us_per_req,
-          b_cpu_us_per_req: b.cpu_us_per_req,
-          cpu_extra_us: a.cpu_us_per_req - b.cpu_us_per_req,
-          user_extra_us: a.user_us_per_req - b.user_us_per_req,
-          a_rps: a.rps,
-          b_rps: b.rps,
-          rps_ratio: a.rps / b.rps,
-          errors: a.errors + b.errors,
-        };
-        runs.push(run);
-        log(`paired round ${round} c=${c} ${aName} vs ${bName}: ${a.cpu_us_per_req.toFixed(0)} vs ${b.cpu_us_per_req.toFixed(0)} µs CPU/req (${run.cpu_extra_us >= 0 ? "+" : ""}${run.cpu_extra_us.toFixed(0)}; user ${a.user_us_per_req.toFixed(0)} vs ${b.user_us_per_req.toFixed(0)}), req/s ×${run.rps_ratio.toFixed(2)}${run.errors ? `, ${run.errors} ERRORS` : ""}`);
       }
     }
+  }
+
+  async function measurePair(pair, aName, bName, round, c) {
+    if (warmupSeconds > 0) {
+      await Promise.all(pair.map((t) => load(t, c, warmupSeconds)));
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const cpu0 = pair.map((t) => cpuTicks(t.pid));
+    const results = await Promise.all(pair.map((t) => load(t, c, seconds)));
+    const cpu1 = pair.map((t) => cpuTicks(t.pid));
+    const m = Object.fromEntries(
+      pair.map((t, i) => [
+        t.name,
+        {
+          rps: results[i].rps,
+          errors: results[i].errors,
+          cpu_us_per_req: ((cpu1[i].cpuTicks - cpu0[i].cpuTicks) * 1e6) / ticksPerSecond / Math.max(1, results[i].requests),
+          user_us_per_req: ((cpu1[i].userTicks - cpu0[i].userTicks) * 1e6) / ticksPerSecond / Math.max(1, results[i].requests),
+        },
+      ]),
+    );
+    const a = m[aName];
+    const b = m[bName];
+    const run = {
+      round,
+      concurrency: c,
+      a: aName,
+      b: bName,
+      a_cpu_us_per_req: a.cpu_us_per_req,
+      b_cpu_us_per_req: b.cpu_us_per_req,
+      cpu_extra_us: a.cpu_us_per_req - b.cpu_us_per_req,
+      user_extra_us: a.user_us_per_req - b.user_us_per_req,
+      a_rps: a.rps,
+      b_rps: b.rps,
+      rps_ratio: a.rps / b.rps,
+      errors: a.errors + b.errors,
+    };
+    log(`paired round ${round} c=${c} ${aName} vs ${bName}: ${a.cpu_us_per_req.toFixed(0)} vs ${b.cpu_us_per_req.toFixed(0)} µs CPU/req (${run.cpu_extra_us >= 0 ? "+" : ""}${run.cpu_extra_us.toFixed(0)}; user ${a.user_us_per_req.toFixed(0)} vs ${b.user_us_per_req.toFixed(0)}), req/s ×${run.rps_ratio.toFixed(2)}${run.errors ? `, ${run.errors} ERRORS` : ""}`);
+    return run;
   }
   const summary = [];
   for (const c of concurrency) {

@@ -1,6 +1,7 @@
-// bench/paired.mjs's arithmetic, with a stand-in load: which configuration
-// starts each round, the per-request CPU from workerd's clock ticks, the
-// medians, and the issue-20 target lines. (The load itself is wrk against
+// bench/paired.mjs's arithmetic, with stand-in instances and load: fresh
+// instances per measurement, which configuration starts each round, the
+// per-request CPU from workerd's clock ticks, the medians, and the
+// issue-20 target lines. (The load itself is wrk against
 // workerd: `BENCH_PAIRED=… bash bench/run.sh`, docs/benchmark.md.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -18,34 +19,48 @@ test("BENCH_PAIRED is parsed into pairs, and a malformed pair is refused", () =>
 });
 
 /**
- * Targets whose CPU clock advances `ticksPerRequest[round - 1]` ticks per
- * request while loaded, and a load that serves `requests` per run.
+ * Instances started by `fresh`: the n-th instance of a configuration
+ * advances its CPU clock `ticksPerRequest[n]` ticks per request while
+ * loaded (the last figure repeats); the load serves `requests` per run.
  */
 function standIn(spec, requests = 1000) {
-  const targets = Object.keys(spec).map((name, i) => ({ name, pid: 100 + i, ticks: 0, user: 0, runs: 0 }));
+  const live = new Map();
   const started = [];
+  const retired = [];
+  let pid = 100;
+  const fresh = async (name) => {
+    if (!(name in spec)) throw new Error(`BENCH_PAIRED: no configuration ${name} (have ${Object.keys(spec).join(", ")})`);
+    const n = started.filter((x) => x === name).length;
+    started.push(name);
+    const t = { name, pid: pid++, ticks: 0, user: 0, per: spec[name][Math.min(n, spec[name].length - 1)] };
+    live.set(t.pid, t);
+    return t;
+  };
+  const retire = async (t) => {
+    live.delete(t.pid);
+    retired.push(t.pid);
+  };
   const load = async (target, concurrency, seconds) => {
-    started.push(target.name);
-    const per = spec[target.name][Math.min(target.runs, spec[target.name].length - 1)];
-    target.runs++;
-    target.ticks += per * requests;
-    target.user += (per * requests) / 2;
+    assert.ok(live.has(target.pid), "loaded after it was retired");
+    target.ticks += target.per * requests;
+    target.user += (target.per * requests) / 2;
     return { requests, rps: requests / seconds, errors: 0 };
   };
   const cpuTicks = (pid) => {
-    const t = targets.find((x) => x.pid === pid);
+    const t = live.get(pid);
     return { cpuTicks: t.ticks, userTicks: t.user };
   };
-  return { targets, started, load, cpuTicks };
+  return { started, retired, live, fresh, retire, load, cpuTicks };
 }
 
-test("each round measures both at once, alternating which starts, and the medians are of a − b", async () => {
-  // 1 tick per request = 1000 µs at 1000 ticks/s; a costs 0.9, 0.7, 0.8
-  // ticks per request in rounds 1-3, b always 0.6.
-  const { targets, started, load, cpuTicks } = standIn({ a: [0.9, 0.7, 0.8], b: [0.6] });
+test("each measurement starts two fresh instances, alternating which starts, and the medians are of a − b", async () => {
+  // 1 tick per request = 1000 µs at 1000 ticks/s; a's instances cost 0.9,
+  // 0.7, 0.8 ticks per request in rounds 1-3, b's always 0.6.
+  const { started, retired, live, fresh, retire, load, cpuTicks } = standIn({ a: [0.9, 0.7, 0.8], b: [0.6] });
   const { runs, summary, errors } = await pairedRuns({
     pairs: [["a", "b"]],
-    targets,
+    fresh,
+    retire,
     rounds: 3,
     concurrency: [8],
     seconds: 2,
@@ -56,6 +71,8 @@ test("each round measures both at once, alternating which starts, and the median
     log: () => {},
   });
   assert.deepEqual(started, ["a", "b", "b", "a", "a", "b"]);
+  assert.equal(retired.length, 6);
+  assert.equal(live.size, 0);
   assert.equal(errors, 0);
   assert.deepEqual(
     runs.map((r) => Math.round(r.cpu_extra_us)),
@@ -71,12 +88,13 @@ test("each round measures both at once, alternating which starts, and the median
   assert.equal(row.rps_ratio, 1);
 });
 
-test("an unknown configuration is named with the ones there are", async () => {
-  const { targets, load, cpuTicks } = standIn({ a: [1] });
+test("an unknown configuration is named with the ones there are, and what started is stopped", async () => {
+  const { live, fresh, retire, load, cpuTicks } = standIn({ a: [1] });
   await assert.rejects(
-    pairedRuns({ pairs: [["a", "nope"]], targets, rounds: 1, concurrency: [8], seconds: 1, warmupSeconds: 0, load, cpuTicks, ticksPerSecond: 100, log: () => {} }),
+    pairedRuns({ pairs: [["a", "nope"]], fresh, retire, rounds: 1, concurrency: [8], seconds: 1, warmupSeconds: 0, load, cpuTicks, ticksPerSecond: 100, log: () => {} }),
     /no configuration nope \(have a\)/,
   );
+  assert.equal(live.size, 0);
 });
 
 test("target lines say met or NOT met for the pairs issue 20 names, and nothing for others", () => {
