@@ -196,7 +196,7 @@ impl Isolate {
                 // Validated by build.rs (every regex compiled there), so its
                 // regexes compile on first use; an error here would be a
                 // bug, and it still only sends traffic to the legacy cell.
-                Some((_, json, captures)) => Ruleset::from_prechecked_json(name, json, captures)
+                Some((_, json, regexes)) => Ruleset::from_prechecked_json(name, json, regexes)
                     .map_err(|e| log_error("config", &e.to_string()))
                     .ok(),
             },

@@ -28,7 +28,7 @@ pub use lazy::{OwnedRegexFacts, RegexFacts, RegexTable};
 pub use model::Rule;
 use model::RuleAction;
 pub use rollout::rollout_bucket;
-use spec::{RuleSpec, RulesetObjectSpec, TypedRulesetObjectSpec};
+use spec::{RuleSpec, RulesetObjectSpec};
 
 /// A compiled ruleset: rules in order, regexes compiled, templates resolved.
 #[derive(Debug)]
@@ -144,7 +144,7 @@ impl Ruleset {
         let specs: Vec<RuleSpec> = if json.trim_start().starts_with('[') {
             serde_json::from_str(json).map_err(json_error)?
         } else {
-            serde_json::from_str::<TypedRulesetObjectSpec>(json)
+            serde_json::from_str::<RulesetObjectSpec<RuleSpec>>(json)
                 .map_err(json_error)?
                 .rules
         };

@@ -6,22 +6,13 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+/// The object spelling (`{"rules": [...]}`). Its rules are read as
+/// `Value`s where errors name each rule (`Ruleset::from_json`), or as
+/// [`RuleSpec`]s directly (`Ruleset::from_prechecked_json`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RulesetObjectSpec {
-    pub(super) rules: Vec<Value>,
-    #[serde(rename = "$schema", default)]
-    pub(super) _schema: Option<String>,
-    #[serde(rename = "description", default)]
-    pub(super) _description: Option<String>,
-}
-
-/// The object spelling with its rules read as [`RuleSpec`]s directly
-/// (`Ruleset::from_prechecked_json`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct TypedRulesetObjectSpec {
-    pub(super) rules: Vec<RuleSpec>,
+pub(super) struct RulesetObjectSpec<R = Value> {
+    pub(super) rules: Vec<R>,
     #[serde(rename = "$schema", default)]
     pub(super) _schema: Option<String>,
     #[serde(rename = "description", default)]
