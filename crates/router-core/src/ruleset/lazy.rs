@@ -82,14 +82,21 @@ pub(crate) struct Regex {
     names: Box<[Option<Box<str>>]>,
     /// A value that starts with none of these does not match (`None`:
     /// every value goes to the regex).
-    prefixes: Option<Box<[Box<[u8]>]>>,
+    prefixes: Prefixes,
     /// See [`RegexFacts::frame`].
     frame: Option<(u32, u32)>,
     compiled: OnceLock<regex::Regex>,
 }
 
-fn boxed(prefixes: Vec<Vec<u8>>) -> Box<[Box<[u8]>]> {
-    prefixes.into_iter().map(Vec::into_boxed_slice).collect()
+/// Required prefixes, as a [`Regex`] keeps them.
+type Prefixes = Option<Box<[Box<[u8]>]>>;
+
+/// A regex's required prefixes (`prefix.rs`) and frame (`frame.rs`),
+/// found from its source: what the table holds for a listed regex.
+fn analysed(source: &str) -> (Prefixes, Option<(u32, u32)>) {
+    let prefixes =
+        required_prefixes(source).map(|ps| ps.into_iter().map(Vec::into_boxed_slice).collect());
+    (prefixes, capture_frame(source))
 }
 
 impl Regex {
@@ -101,11 +108,12 @@ impl Regex {
             .map(|n| n.map(Box::from))
             .collect::<Vec<_>>()
             .into_boxed_slice();
+        let (prefixes, frame) = analysed(source);
         Ok(Regex {
             source: source.into(),
             names,
-            prefixes: required_prefixes(source).map(boxed),
-            frame: capture_frame(source),
+            prefixes,
+            frame,
             compiled: OnceLock::from(re),
         })
     }
@@ -132,8 +140,8 @@ impl Regex {
                     .map_err(|e| e.to_string())?;
                 let mut names: Vec<Option<Box<str>>> = vec![None];
                 collect_groups(&parsed, &mut names);
-                let frame = capture_frame(source);
-                (names, required_prefixes(source).map(boxed), frame)
+                let (prefixes, frame) = analysed(source);
+                (names, prefixes, frame)
             }
         };
         Ok(Regex {
