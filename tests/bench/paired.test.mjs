@@ -29,7 +29,6 @@ function standIn(spec, requests = 1000) {
   const retired = [];
   let pid = 100;
   const fresh = async (name) => {
-    if (!(name in spec)) throw new Error(`BENCH_PAIRED: no configuration ${name} (have ${Object.keys(spec).join(", ")})`);
     const n = started.filter((x) => x === name).length;
     started.push(name);
     const t = { name, pid: pid++, ticks: 0, user: 0, per: spec[name][Math.min(n, spec[name].length - 1)] };
@@ -88,12 +87,15 @@ test("each measurement starts two fresh instances, alternating which starts, and
   assert.equal(row.rps_ratio, 1);
 });
 
-test("an unknown configuration is named with the ones there are, and what started is stopped", async () => {
-  const { live, fresh, retire, load, cpuTicks } = standIn({ a: [1] });
+test("a configuration that fails to start fails the run, and what was started is stopped", async () => {
+  const { started, retired, live, fresh, retire, load, cpuTicks } = standIn({ a: [1] });
+  const failing = async (name) => (name === "broken" ? Promise.reject(new Error("workerd did not start")) : fresh(name));
   await assert.rejects(
-    pairedRuns({ pairs: [["a", "nope"]], fresh, retire, rounds: 1, concurrency: [8], seconds: 1, warmupSeconds: 0, load, cpuTicks, ticksPerSecond: 100, log: () => {} }),
-    /no configuration nope \(have a\)/,
+    pairedRuns({ pairs: [["a", "broken"]], fresh: failing, retire, rounds: 1, concurrency: [8], seconds: 1, warmupSeconds: 0, load, cpuTicks, ticksPerSecond: 100, log: () => {} }),
+    /workerd did not start/,
   );
+  assert.deepEqual(started, ["a"]);
+  assert.equal(retired.length, 1);
   assert.equal(live.size, 0);
 });
 
