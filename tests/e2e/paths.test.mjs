@@ -166,6 +166,17 @@ describe("path routing with the cells ruleset", () => {
     }
   });
 
+  test("a 255-character top-level namespace is claimed (and asked about once)", async () => {
+    const before = (await stats(stack)).classify_calls;
+    for (const path of ["/" + "a".repeat(255) + "/x", "/groups/" + "a".repeat(255) + ".json"]) {
+      const r = await via(stack, path);
+      assert.equal(r.cell, "1", path);
+      assert.equal(r.log.rule, "legacy", path);
+      assert.equal(r.log.fell_through?.length, 1, `${path}: ${JSON.stringify(r.log.fell_through)}`);
+    }
+    assert.equal((await stats(stack)).classify_calls, before + 1, "one call for the unknown route, then its cached answer");
+  });
+
   test("hostile paths never produce an unintended claim or a 5xx", async () => {
     const hostile = [
       "/%2e%2e/admin",
@@ -177,6 +188,13 @@ describe("path routing with the cells ruleset", () => {
       "//cell2-group/app",
       "///",
       "/" + "a".repeat(300) + "/x",
+      // One over the 255 characters a namespace path may have
+      // (validate.maxLength in rules/cells.json).
+      "/" + "a".repeat(256) + "/x",
+      "/groups/" + "b".repeat(256) + ".json",
+      "/o/" + "c".repeat(256),
+      "/api/v4/projects/" + "d".repeat(256) + "%2Fapp",
+      "/api/v4/groups/" + "e".repeat(256),
       "/%61dmin/users",
       "/-cell2-group/app",
       "/cell2%20group",

@@ -93,6 +93,18 @@ impl Template {
         Some(out)
     }
 
+    /// How many characters the template renders to, without building the
+    /// text (`None` where [`Template::render`] gives `None`).
+    pub fn char_count<S: Scope>(&self, scope: &S) -> Option<usize> {
+        self.segments
+            .iter()
+            .map(|segment| match segment {
+                Segment::Literal(text) => Some(text.chars().count()),
+                Segment::Var(v) => resolve(v, scope).map(|v| v.chars().count()),
+            })
+            .sum()
+    }
+
     /// Whether every variable resolves to a non-empty value.
     pub fn exists<S: Scope>(&self, scope: &S) -> bool {
         self.segments.iter().all(|segment| match segment {
@@ -164,11 +176,13 @@ mod tests {
             ],
         };
         assert_eq!(t.render(&Fixed).as_deref(), Some("x-111"));
+        assert_eq!(t.char_count(&Fixed), Some(5));
         let missing = Template {
             source: String::new(),
             segments: vec![Segment::Var(VarRef::Capture("empty".into()))],
         };
         assert_eq!(missing.render(&Fixed), None);
+        assert_eq!(missing.char_count(&Fixed), None);
         assert!(!missing.exists(&Fixed));
     }
 }

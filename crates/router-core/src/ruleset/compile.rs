@@ -147,6 +147,7 @@ pub(super) fn compile_rule(
     let validate = spec.validate.unwrap_or(ValidateSpec {
         exist: Vec::new(),
         not_reserved: Vec::new(),
+        max_length: Default::default(),
     });
     let templates = |field: &str, sources: &[String]| {
         sources
@@ -157,6 +158,11 @@ pub(super) fn compile_rule(
     };
     let exist = templates("validate.exist", &validate.exist)?;
     let not_reserved = templates("validate.notReserved", &validate.not_reserved)?;
+    let bounded = templates("validate.maxLength", &validate.max_length.templates)?;
+    let max_length = bounded
+        .into_iter()
+        .zip(validate.max_length.bounds)
+        .collect();
 
     let rollout = spec
         .rollout
@@ -324,6 +330,7 @@ pub(super) fn compile_rule(
         transforms,
         exist,
         not_reserved,
+        max_length,
         rollout,
         action,
     })

@@ -139,6 +139,7 @@ impl Rule {
         self.matchers.is_empty()
             && self.exist.is_empty()
             && self.not_reserved.is_empty()
+            && self.max_length.is_empty()
             && self.rollout.is_none()
             && match &self.action {
                 RuleAction::Proxy { .. } | RuleAction::Reject { .. } | RuleAction::Spread => true,
@@ -188,6 +189,11 @@ impl Rule {
         }
         if !self.exist.iter().all(|t| t.exists(eval)) {
             return None;
+        }
+        for (bounded, max) in &self.max_length {
+            if bounded.char_count(eval)? > *max {
+                return None;
+            }
         }
         for guarded in &self.not_reserved {
             if crate::reserved::is_reserved_top_level_route(&guarded.render(eval)?) {

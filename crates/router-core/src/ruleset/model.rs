@@ -14,6 +14,8 @@ pub struct Rule {
     pub(super) transforms: Vec<Transform>,
     pub(super) exist: Vec<Template>,
     pub(super) not_reserved: Vec<Template>,
+    /// Templates and the most characters their value may have.
+    pub(super) max_length: Vec<(Template, usize)>,
     pub(super) rollout: Option<Rollout>,
     pub(super) action: RuleAction,
 }

@@ -620,3 +620,61 @@ fn on_outage_is_legacy_cell_or_unavailable() {
     );
     assert!(err.contains("classify.onOutage"), "{err}");
 }
+
+#[test]
+fn max_length_bounds_a_value_in_characters() {
+    let rules = compile(
+        r#"[
+  {"id": "snake", "match": {"type": "path", "regexValue": "^/s/(?<s>.*)"},
+   "validate": {"max_length": {"${s}": 1}}, "action": "proxy"},
+  {"id": "query", "match": {"type": "query", "name": "q", "regexValue": "^(?<q>.*)$"},
+   "validate": {"maxLength": {"${q}": 5}}, "action": "proxy"},
+  {"id": "top", "match": {"type": "path", "regexValue": "^/(?<top>[^/]+)"},
+   "transform": {"type": "lowercase", "input": "${top}", "output": "route"},
+   "validate": {"maxLength": {"${route}": 5, "x-${top}": 7}},
+   "action": "classify", "classify": {"type": "ROUTE", "value": "${route}"}},
+  {"id": "default", "action": "proxy"}
+]"#,
+    );
+    let rule = |path: &str| {
+        rules
+            .decide(&get(&format!("https://gitlab.com{path}"), &[]))
+            .rule_id
+    };
+    assert_eq!(rule("/ABCDE/x"), Some("top"));
+    // Over either bound: the rule does not match, the next one decides.
+    assert_eq!(rule("/abcdef"), Some("default"));
+    assert_eq!(rule("/s/x"), Some("snake"));
+    // An empty capture renders to nothing: like notReserved, no match.
+    assert_eq!(rule("/s/"), Some("top"));
+    assert_eq!(rule("/s/xy"), Some("top"));
+    // Characters, not bytes: five two-byte letters are five.
+    let e = "%C3%A9";
+    assert_eq!(rule(&format!("/?q={}", e.repeat(5))), Some("query"));
+    assert_eq!(rule(&format!("/?q={}", e.repeat(6))), Some("default"));
+    // A bound alone does not make a rule take every request.
+    compile(
+        r#"[{"id": "a", "validate": {"maxLength": {"x": 1}}, "action": "proxy"}, {"id": "b", "action": "proxy"}]"#,
+    );
+    for (json, expected) in [
+        (
+            r#"[{"id": "a", "validate": {"maxLength": {"${nope}": 1}}, "action": "proxy"}]"#,
+            "validate.maxLength",
+        ),
+        (
+            r#"[{"id": "a", "validate": {"maxLength": {"x": -1}}, "action": "proxy"}]"#,
+            "integer `-1`, expected a validate.maxLength bound: a whole number",
+        ),
+        (
+            r#"[{"id": "a", "validate": {"maxLength": {"x": 2.5}}, "action": "proxy"}]"#,
+            "floating point `2.5`, expected a validate.maxLength bound: a whole number",
+        ),
+        (
+            r#"[{"id": "a", "validate": {"maxLength": {"x": "255"}}, "action": "proxy"}]"#,
+            "string \"255\", expected a validate.maxLength bound: a whole number",
+        ),
+    ] {
+        let err = compile_err(json);
+        assert!(err.contains(expected), "{json}: {err}");
+    }
+}
