@@ -131,9 +131,10 @@ pub(super) struct ValidateSpec {
     pub(super) max_length: MaxLengths,
 }
 
-/// `validate.maxLength`: template → most characters, as two lists. Read by
-/// hand because a `BTreeMap` of them cost the worker 3.4 KiB of wasm
-/// (gzip) and this 1.5.
+/// `validate.maxLength`: template → most characters, as two lists (the
+/// templates compile like `exist`'s and `notReserved`'s). Read by hand
+/// because a `BTreeMap` of them cost the worker 3.4 KiB of wasm (gzip) and
+/// this 1.5.
 #[derive(Debug, Default)]
 pub(super) struct MaxLengths {
     pub(super) templates: Vec<String>,

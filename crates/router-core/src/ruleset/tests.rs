@@ -652,7 +652,8 @@ fn max_length_bounds_a_value_in_characters() {
     let e = "%C3%A9";
     assert_eq!(rule(&format!("/?q={}", e.repeat(5))), Some("query"));
     assert_eq!(rule(&format!("/?q={}", e.repeat(6))), Some("default"));
-    // A bound alone does not make a rule take every request.
+    // A bound makes a rule conditional: the rule after it is not
+    // "unreachable" (compiling would fail).
     compile(
         r#"[{"id": "a", "validate": {"maxLength": {"x": 1}}, "action": "proxy"}, {"id": "b", "action": "proxy"}]"#,
     );
