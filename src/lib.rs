@@ -768,8 +768,10 @@ impl Incoming {
 }
 
 /// Separates header values in `scanHeaders`' answer and marks an absent
-/// header; neither can occur in a valid HTTP field value.
-const SEPARATOR: &str = "\u{0}";
+/// header; neither can occur in a valid HTTP field value. A `char`, so
+/// splitting looks for one byte instead of setting up a substring search
+/// per call.
+const SEPARATOR: char = '\u{0}';
 const HEADER_ABSENT: &str = "\u{1}";
 
 /// Adds the joined header values to `parts`; false when their count does

@@ -35,7 +35,7 @@ fn incoming(iso: &Isolate, url: &str, headers: &[(&str, &str)]) -> Incoming {
     assert!(fill_headers(
         &mut incoming.parts,
         names,
-        &joined.join(SEPARATOR)
+        &joined.join(SEPARATOR.encode_utf8(&mut [0; 4]))
     ));
     incoming.trace = Trace::from_headers(
         incoming.parts.header(CF_RAY_HEADER),

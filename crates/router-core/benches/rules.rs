@@ -8,7 +8,9 @@
 //! `mix_decide` decides the whole 1000-request mix per iteration: its time
 //! / 1000 is ns per request (the edge's per-request rules cost, target
 //! < 2 µs); `mix_with_cache_key` adds the memory-cache key the resolver
-//! computes for classify decisions; `kind` breaks the mix down.
+//! computes for classify decisions; `kind` breaks the mix down;
+//! `mix_parts_and_log_line` is the core's part of the edge's own work (the
+//! URL split, the log line).
 //!
 //! Run: `cargo bench -p router-core --bench rules` (divan; `bash bench/run.sh`
 //! runs it too and puts the median of `mix` in its table).
@@ -331,6 +333,49 @@ fn mix_cell_health(bencher: Bencher) {
             if let Some(i) = list.position_of_address(black_box(address)) {
                 black_box(health.admit(i, || black_box(1_000)));
             }
+        }
+    });
+}
+
+/// The per-request work around the rules that the edge does in the core:
+/// the URL split into `RequestParts` (path normalised) and the log line
+/// written around its status, for the mix's 1000 URLs; ns per request =
+/// time / 1000.
+#[divan::bench(counter = divan::counter::ItemsCount::new(MIX_LEN))]
+fn mix_parts_and_log_line(bencher: Bencher) {
+    use router_core::log::RequestLog;
+    let rules = ruleset();
+    let urls: Vec<(String, String)> = mix(&rules)
+        .iter()
+        .map(|r| {
+            let query = if r.query.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", r.query)
+            };
+            (
+                r.method.clone(),
+                format!("https://gitlab.com{}{query}", r.path),
+            )
+        })
+        .collect();
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    bencher.bench_local(|| {
+        for (method, url) in &urls {
+            let parts = RequestParts::from_url(black_box(method), black_box(url)).expect("URL");
+            let log = RequestLog {
+                ruleset: "session_token",
+                method: &parts.method,
+                path: &parts.path,
+                rule: Some("session_cookie"),
+                action: "classify",
+                upstream: Some("cell-3.cells.gitlab.net".to_string()),
+                chosen_by: Some("cache"),
+                request_id: "0f1e2d3c-4b5a-4697-8877-665544332211",
+                traceparent: trace,
+                ..Default::default()
+            };
+            black_box(log.to_json_around_status());
         }
     });
 }

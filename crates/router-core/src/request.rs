@@ -93,8 +93,11 @@ fn dot_segment(segment: &str) -> u8 {
 /// will receive, or `/v2/a\..\b/...` is classified as one repository and
 /// stored in another. Borrowed when nothing needs resolving.
 pub fn normalize_path(path: &str) -> std::borrow::Cow<'_, str> {
-    let needs_work =
-        path.contains('\\') || path.split('/').any(|segment| dot_segment(segment) != 0);
+    // Every dot segment spelling has a `.` or a `%`: most paths have
+    // neither and are judged in one pass over their bytes.
+    let suspect = path.bytes().any(|b| matches!(b, b'.' | b'%' | b'\\'));
+    let needs_work = suspect
+        && (path.contains('\\') || path.split('/').any(|segment| dot_segment(segment) != 0));
     if !needs_work {
         return std::borrow::Cow::Borrowed(path);
     }
