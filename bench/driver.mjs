@@ -58,6 +58,8 @@ import { routableToken } from "../tests/e2e/tokens.mjs";
 import { stopChild } from "../tests/e2e/harness.mjs";
 import { profile as cpuProfile, summarize } from "./profile.mjs";
 import { parsePairs, pairedRuns, targetLines } from "./paired.mjs";
+import { CALLGRIND_COMM } from "./callgrind.mjs";
+import { compare, countConfig, haveCallgrind } from "./instructions.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const env = process.env;
@@ -83,6 +85,17 @@ const OPT = {
   paired: parsePairs(env.BENCH_PAIRED ?? ""),
   // Only these configurations (plus `null`, `floor-log` and `peer-log`, the ratios' baselines).
   configs: (env.BENCH_CONFIGS ?? "").split(",").filter(Boolean),
+  // Instructions per request under callgrind instead of the timed rounds
+  // (bench/instructions.mjs).
+  instructions: env.BENCH_INSTRUCTIONS === "1",
+  instr: {
+    warm: num("BENCH_INSTRUCTIONS_WARM", 2000),
+    windows: num("BENCH_INSTRUCTIONS_WINDOWS", 3),
+    requests: num("BENCH_INSTRUCTIONS_REQUESTS", 1000),
+    concurrency: num("BENCH_INSTRUCTIONS_CONCURRENCY", 1),
+    profile: env.BENCH_INSTRUCTIONS_PROFILE === "1",
+    profileTop: num("BENCH_INSTRUCTIONS_TOP", 40),
+  },
 };
 // The peer and the floor, used in place (not copied into the repository).
 const PEERS = env.BENCH_PEERS_DIR ? resolve(env.BENCH_PEERS_DIR) : join(ROOT, "..", "shared", "peers");
@@ -109,12 +122,14 @@ function procStatusKiB(pid, field) {
   return m ? Number(m[1]) : 0;
 }
 
+/** workerd processes this process started (run under callgrind in BENCH_INSTRUCTIONS mode). */
 function childWorkerdPids() {
   const out = [];
   for (const d of readdirSync("/proc")) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      if (readFileSync(`/proc/${d}/comm`, "utf8").trim() !== "workerd") continue;
+      const comm = readFileSync(`/proc/${d}/comm`, "utf8").trim();
+      if (comm !== "workerd" && comm !== CALLGRIND_COMM) continue;
       if (procStat(d).ppid === process.pid) out.push(Number(d));
     } catch {
       // gone
@@ -692,6 +707,7 @@ async function main() {
     warmCheck = (await tsCalls(ts)) - calls0 - warmKeys;
     log(`warmed ${warm.name}: ${warmKeys} service calls for ${mix.length} requests; ${warmCheck} more on replay`);
   };
+  if (OPT.instructions) return instructionsMode(specs, start, warmUp, mix, work, ts);
   if (OPT.paired.length) {
     // Fresh instances for every measured pair (pairedMode).
     const fresh = async (name) => {
@@ -1052,6 +1068,60 @@ async function pairedMode(fresh) {
   );
   for (const line of targetLines(result.summary)) console.log(line);
   return result.errors;
+}
+
+/**
+ * BENCH_INSTRUCTIONS mode (bench/instructions.mjs): each configuration in
+ * turn under callgrind; prints instructions per request, over the floor
+ * with its log line and against the peer with its log line, and writes
+ * target/bench/instructions.json. Without BENCH_CONFIGS: the floor and the
+ * peer with their log lines, passthrough, token-warm, cells (and the base-*
+ * rows with BENCH_BASE_BUILD).
+ */
+async function instructionsMode(specs, start, warmUp, mix, work, ts) {
+  if (!haveCallgrind()) throw new Error("BENCH_INSTRUCTIONS needs valgrind (Debian package valgrind): not found");
+  const wanted = OPT.configs.length
+    ? specs.filter((s) => s.name !== "null" || OPT.configs.includes("null"))
+    : specs.filter((s) => ["floor-log", "peer-log", "passthrough", "token-warm", "cells"].includes(s.name) || s.name.startsWith("base-"));
+  // Under callgrind a request takes ~100 times as long, so the router's
+  // 30 s cap on not-found answers would expire warm entries every few
+  // hundred requests instead of every few ten thousand: the service's own
+  // max-age (an hour) is kept instead, as the timed rounds see it.
+  const run = wanted
+    .filter((s) => !s.cold)
+    .map((s) =>
+      s.options.bindings?.GITLAB_RULES_CONFIG
+        ? { ...s, options: { ...s.options, bindings: { ...s.options.bindings, GITLAB_CACHE_NEGATIVE_TTL_SECONDS: "3600" } } }
+        : s,
+    );
+  for (const s of wanted.filter((s) => s.cold)) log(`${s.name}: skipped (a cold configuration needs a new key per request; counted configurations replay the mix)`);
+  const workerdModule = await import("workerd");
+  const workerd = env.MINIFLARE_WORKERD_PATH ?? workerdModule.default?.default ?? workerdModule.default;
+  const results = [];
+  for (const spec of run) {
+    const startAndTrack = async (s) => {
+      const t = await start(s);
+      t.retire = () => instances.splice(instances.indexOf(t.mf), 1);
+      return t;
+    };
+    log(`${spec.name}: under callgrind (${OPT.instr.warm} requests to settle, ${OPT.instr.windows} × ${OPT.instr.requests} counted, concurrency ${OPT.instr.concurrency})`);
+    results.push(await countConfig(spec, { start: startAndTrack, warmUp, mix, workDir: work, workerd, opt: OPT.instr, log, serviceCalls: () => tsCalls(ts) }));
+  }
+  const rows = compare(results);
+  writeFileSync(join(OUT_DIR, "instructions.json"), JSON.stringify({ options: OPT.instr, results: rows }, null, 2) + "\n");
+  const k = (x) => (x === null ? "" : fmt(x / 1000, 1));
+  console.log(`\n== Instructions per request under callgrind (the mix; ${OPT.instr.windows} windows × ${OPT.instr.requests} requests at concurrency ${OPT.instr.concurrency}; median, min–max over windows)`);
+  console.log(
+    table(
+      ["config", "k instr/req (isolate)", "min", "max", "k instr/req (all threads)", "over floor-log k", "over floor-log %", "× peer-log", "TS calls", "errors"],
+      rows.map((r) => [r.config, k(r.main), k(r.main_min), k(r.main_max), k(r.all), k(r.over_floor_log), r.over_floor_log_pct === null ? "" : fmt(r.over_floor_log_pct, 1), r.vs_peer_log === null ? "" : fmt(r.vs_peer_log, 3), String(r.service_calls), String(r.errors)]),
+    ),
+  );
+  for (const r of rows.filter((r) => r.top)) {
+    console.log(`\n== Where ${r.config}'s isolate thread spends its instructions (self, last window; JIT code named from ${r.perf_map ?? "no perf map"})`);
+    console.log(table(["k instr/req", "function"], r.top.map((f) => [fmt(f.per_request / 1000, 2), f.name.slice(0, 150)])));
+  }
+  return rows.reduce((a, r) => a + r.errors, 0);
 }
 
 let code = 0;

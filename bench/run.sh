@@ -36,6 +36,12 @@ if ! command -v wrk >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
 fi
 
+# valgrind from Debian: BENCH_INSTRUCTIONS=1 counts instructions under callgrind.
+if [ "${BENCH_INSTRUCTIONS:-}" = "1" ] && ! command -v valgrind >/dev/null; then
+  say "installing valgrind (Debian)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+fi
+
 if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
   say "building the worker (release) and devstack (release)"
   bash scripts/build-worker.sh
