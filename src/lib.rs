@@ -984,10 +984,10 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
     };
     log.upstream = Some(address);
     let (connection, upgrade) = (parts.header("connection"), parts.header("upgrade"));
-    let drop = if connection.is_none() && upgrade.is_none() {
-        Vec::new()
-    } else {
+    let drop = if forward::needs_own_drops(connection, upgrade) {
         forward::dropped_names(connection, upgrade, &iso.relied_on)
+    } else {
+        Vec::new()
     };
     let mut set: Vec<(Cow<'static, str>, String)> = Vec::with_capacity(8);
     set.extend([

@@ -84,6 +84,18 @@ describe("session_prefix ruleset", () => {
     assert.equal(h["x-end-to-end"], "kept");
   });
 
+  test("the usual Connection: keep-alive or close drops the hop-by-hop headers and nothing else", async () => {
+    // These take the edge's default drop list (no list of their own in the plan).
+    for (const connection of ["keep-alive", "Keep-Alive, close"]) {
+      const res = await request(`${stack.url}/`, {
+        headers: { connection, "keep-alive": "timeout=5", close: "1", te: "trailers", "x-forwarded-for": "1.2.3.4", "x-end-to-end": "kept" },
+      });
+      const h = res.json().headers;
+      for (const gone of ["keep-alive", "close", "te", "x-forwarded-for"]) assert.equal(h[gone], undefined, `${connection}: ${gone}`);
+      assert.equal(h["x-end-to-end"], "kept");
+    }
+  });
+
   test("a 302 from a cell comes back as a 302, not followed", async () => {
     const res = await request(`${stack.url}/users/sign_in`, {
       headers: { cookie: sessionCookie(2), "x-demo-status": "302", "x-demo-location": "https://gitlab.example.com/users/sign_in?redirect=1" },

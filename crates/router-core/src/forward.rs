@@ -20,6 +20,9 @@ pub const ROUTER_HEADER_PREFIX: &str = "x-gitlab-http-router-";
 /// never travel past the router. `upgrade` and `connection` are kept for a
 /// WebSocket handshake by [`drops_header`]'s caller.
 const HOP_BY_HOP: &[&str] = &[
+    // RFC 9110 §18.4 reserves the field name: it is the `close` connection
+    // option, which a client's `Connection` names on its own.
+    "close",
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -108,6 +111,22 @@ pub fn dropped_names(
     names.sort();
     names.dedup();
     names
+}
+
+/// Whether a request's `Connection` and `Upgrade` make its drop list
+/// differ from the one every request gets (`dropped_names(None, None, _)`,
+/// which the edge applies when a plan names none): a WebSocket handshake
+/// keeps its `Upgrade`, and a `Connection` token naming a header that list
+/// does not drop adds it. The usual `Connection: keep-alive` (or `close`)
+/// does not, and costs no list of its own.
+pub fn needs_own_drops(connection: Option<&str>, upgrade: Option<&str>) -> bool {
+    is_websocket(upgrade)
+        || connection.is_some_and(|c| {
+            c.split(',').any(|t| {
+                let t = t.trim();
+                !t.is_empty() && !drops_header(&t.to_ascii_lowercase(), &[], false)
+            })
+        })
 }
 
 /// Whether a client-sent header (lower-case name) must not be forwarded.
@@ -433,6 +452,41 @@ mod tests {
             drop_key("cookie"),
             std::borrow::Cow::Borrowed("cookie")
         ));
+    }
+
+    #[test]
+    fn only_unusual_connection_tokens_need_a_drop_list_of_their_own() {
+        let base = dropped_names(None, None, &[]);
+        let relied_on = vec!["cookie".to_string()];
+        for (connection, upgrade, own) in [
+            (Some("keep-alive"), None, false),
+            (Some("Keep-Alive, close"), None, false),
+            (Some(" close , ,TE"), None, false),
+            (Some("x-forwarded-foo, x_gitlab_http_router_x"), None, false),
+            (Some("keep-alive, X-Hop"), None, true),
+            (Some("cookie"), None, true),
+            (Some("upgrade"), Some("h2c"), false),
+            (Some("Upgrade"), Some("websocket"), true),
+            (None, Some("websocket"), true),
+            (None, None, false),
+        ] {
+            assert_eq!(
+                needs_own_drops(connection, upgrade),
+                own,
+                "{connection:?} {upgrade:?}"
+            );
+            if !own {
+                // The edge's default list drops exactly what the full one would.
+                for name in dropped_names(connection, upgrade, &relied_on) {
+                    assert!(
+                        base.contains(&name)
+                            || FORBIDDEN_PREFIXES.iter().any(|p| name.starts_with(p)),
+                        "{connection:?}: {name}"
+                    );
+                }
+            }
+        }
+        assert!(base.contains(&"close".to_string()));
     }
 
     #[test]
