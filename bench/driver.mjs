@@ -1113,8 +1113,8 @@ async function instructionsMode(specs, start, warmUp, mix, work, ts) {
   console.log(`\n== Instructions per request under callgrind (the mix; ${OPT.instr.windows} windows × ${OPT.instr.requests} requests at concurrency ${OPT.instr.concurrency}; median, min–max over windows)`);
   console.log(
     table(
-      ["config", "k instr/req (isolate)", "min", "max", "k instr/req (all threads)", "over floor-log k", "over floor-log %", "× peer-log", "TS calls", "errors"],
-      rows.map((r) => [r.config, k(r.main), k(r.main_min), k(r.main_max), k(r.all), k(r.over_floor_log), r.over_floor_log_pct === null ? "" : fmt(r.over_floor_log_pct, 1), r.vs_peer_log === null ? "" : fmt(r.vs_peer_log, 3), String(r.service_calls), String(r.errors)]),
+      ["config", "k instr/req (isolate)", "min", "max", "mean", "k instr/req (all threads)", "over floor-log k", "over floor-log %", "× peer-log", "TS calls", "errors"],
+      rows.map((r) => [r.config, k(r.main), k(r.main_min), k(r.main_max), k(r.main_mean), k(r.all), k(r.over_floor_log), r.over_floor_log_pct === null ? "" : fmt(r.over_floor_log_pct, 1), r.vs_peer_log === null ? "" : fmt(r.vs_peer_log, 3), String(r.service_calls), String(r.errors)]),
     ),
   );
   for (const r of rows.filter((r) => r.top)) {
