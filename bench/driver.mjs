@@ -1118,7 +1118,7 @@ async function instructionsMode(specs, start, warmUp, mix, work, ts) {
     ),
   );
   for (const r of rows.filter((r) => r.top)) {
-    console.log(`\n== Where ${r.config}'s isolate thread spends its instructions (self, last window; JIT code named from ${r.perf_map ?? "no perf map"})`);
+    console.log(`\n== Where ${r.config}'s isolate thread spends its instructions (self, last window; JIT code named from V8's perf map)`);
     console.log(table(["k instr/req", "function"], r.top.map((f) => [fmt(f.per_request / 1000, 2), f.name.slice(0, 150)])));
   }
   return rows.reduce((a, r) => a + r.errors, 0);

@@ -15,7 +15,7 @@
 // per function of the last window (JIT code named by V8's perf map).
 import http from "node:http";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, existsSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import {
   callgrindPid,
@@ -100,7 +100,9 @@ export async function countConfig(spec, { start, warmUp, mix, workDir, workerd, 
   const dir = mkdtempSync(join(workDir, `cg-${spec.name}-`));
   const launcher = writeLauncher(dir, {
     workerd,
-    v8Flags: opt.profile ? ["--perf-basic-prof"] : [],
+    // --perf-basic-prof also starts V8's log, by default one file per
+    // isolate in the working directory: kept in the run's directory instead.
+    v8Flags: opt.profile ? ["--perf-basic-prof", "--no-logfile-per-isolate", `--logfile=${dir}/v8.log`] : [],
     instrLevel: opt.profile,
   });
   const before = process.env.MINIFLARE_WORKERD_PATH;
@@ -136,6 +138,7 @@ export async function countConfig(spec, { start, warmUp, mix, workDir, workerd, 
           .slice(0, opt.profileTop)
           .map(([name, n]) => ({ name, per_request: n / opt.requests }))
       : null;
+    rmSync(perfMap, { force: true }); // V8 writes it to /tmp: not left there
     return {
       config: spec.name,
       windows,
@@ -147,7 +150,6 @@ export async function countConfig(spec, { start, warmUp, mix, workDir, workerd, 
       errors: bad,
       service_calls,
       top,
-      perf_map: opt.profile && existsSync(perfMap) ? perfMap : null,
     };
   } finally {
     await t.mf.dispose().catch(() => {});
