@@ -70,14 +70,16 @@ export async function sendMix(url, mix, { count, concurrency, offset = 0 }) {
     while (next < count) {
       const i = next++;
       // A connection closed without an answer (seen now and then under
-      // callgrind): the request is sent again, up to 3 times, on a new one.
+      // callgrind, right after a dump): the request is sent again on a
+      // new one after a pause, up to 5 times.
       for (let attempt = 1; ; attempt++) {
         try {
           await one(mix[(offset + i) % mix.length]);
           break;
         } catch (e) {
-          if (e.code !== "ECONNRESET" || attempt === 3) throw e;
+          if (e.code !== "ECONNRESET" || attempt === 5) throw e;
           resets++;
+          await new Promise((r) => setTimeout(r, 1000 * attempt));
         }
       }
     }
