@@ -57,7 +57,7 @@ import { Miniflare } from "miniflare";
 import { routableToken } from "../tests/e2e/tokens.mjs";
 import { stopChild } from "../tests/e2e/harness.mjs";
 import { profile as cpuProfile, summarize } from "./profile.mjs";
-import { parsePairs, pairedRuns, targetLines } from "./paired.mjs";
+import { median, parsePairs, pairedRuns, targetLines } from "./paired.mjs";
 import { CALLGRIND_COMM } from "./callgrind.mjs";
 import { compare, countConfig, haveCallgrind } from "./instructions.mjs";
 
@@ -544,11 +544,6 @@ async function stream(target, direction, bytes) {
 // ---------------------------------------------------------------------------
 // Report
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const medOrNull = (xs) => (xs.some((x) => x === null || x === undefined) || xs.length === 0 ? null : median(xs));
 const fmt = (x, d = 0) => (x === undefined || x === null || Number.isNaN(x) ? "-" : x.toFixed(d));
 const table = (header, rows) => {
@@ -1097,13 +1092,13 @@ async function instructionsMode(specs, start, warmUp, mix, work, ts) {
   for (const s of wanted.filter((s) => s.cold)) log(`${s.name}: skipped (a cold configuration needs a new key per request; counted configurations replay the mix)`);
   const workerdModule = await import("workerd");
   const workerd = env.MINIFLARE_WORKERD_PATH ?? workerdModule.default?.default ?? workerdModule.default;
+  const startAndTrack = async (s) => {
+    const t = await start(s);
+    t.retire = () => instances.splice(instances.indexOf(t.mf), 1);
+    return t;
+  };
   const results = [];
   for (const spec of run) {
-    const startAndTrack = async (s) => {
-      const t = await start(s);
-      t.retire = () => instances.splice(instances.indexOf(t.mf), 1);
-      return t;
-    };
     log(`${spec.name}: under callgrind (${OPT.instr.warm} requests to settle, ${OPT.instr.windows} × ${OPT.instr.requests} counted, concurrency ${OPT.instr.concurrency})`);
     results.push(await countConfig(spec, { start: startAndTrack, warmUp, mix, workDir: work, workerd, opt: OPT.instr, log, serviceCalls: () => tsCalls(ts) }));
   }

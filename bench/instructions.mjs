@@ -25,12 +25,7 @@ import {
   waitForPart,
   writeLauncher,
 } from "./callgrind.mjs";
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
+import { median } from "./paired.mjs";
 
 /** Whether valgrind and callgrind_control are on the PATH. */
 export function haveCallgrind() {

@@ -984,7 +984,7 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
     };
     log.upstream = Some(address);
     let (connection, upgrade) = (parts.header("connection"), parts.header("upgrade"));
-    let drop = if forward::needs_own_drops(connection, upgrade) {
+    let drop = if forward::needs_own_drops(connection, upgrade, &iso.relied_on) {
         forward::dropped_names(connection, upgrade, &iso.relied_on)
     } else {
         Vec::new()

@@ -117,16 +117,18 @@ pub fn dropped_names(
 /// differ from the one every request gets (`dropped_names(None, None, _)`,
 /// which the edge applies when a plan names none): a WebSocket handshake
 /// keeps its `Upgrade`, and a `Connection` token naming a header that list
-/// does not drop adds it. The usual `Connection: keep-alive` (or `close`)
-/// does not, and costs no list of its own.
-pub fn needs_own_drops(connection: Option<&str>, upgrade: Option<&str>) -> bool {
+/// does not drop adds it (tokens read as [`connection_tokens`] reads
+/// them). The usual `Connection: keep-alive` (or `close`) does not, and
+/// costs no list of its own.
+pub fn needs_own_drops(
+    connection: Option<&str>,
+    upgrade: Option<&str>,
+    relied_on: &[String],
+) -> bool {
     is_websocket(upgrade)
-        || connection.is_some_and(|c| {
-            c.split(',').any(|t| {
-                let t = t.trim();
-                !t.is_empty() && !drops_header(&t.to_ascii_lowercase(), &[], false)
-            })
-        })
+        || connection_tokens(connection, relied_on)
+            .iter()
+            .any(|t| !drops_header(t, &[], false))
 }
 
 /// Whether a client-sent header (lower-case name) must not be forwarded.
@@ -471,7 +473,7 @@ mod tests {
             (None, None, false),
         ] {
             assert_eq!(
-                needs_own_drops(connection, upgrade),
+                needs_own_drops(connection, upgrade, &[]),
                 own,
                 "{connection:?} {upgrade:?}"
             );
