@@ -156,7 +156,30 @@ function loadSetup(env) {
     dropPrefixes,
     signingKey: seed === null ? null : importSigningKey(seed),
     upstreamAnswer,
+    // routeSync's input buffer in this instance's memory (`inputBuffer`);
+    // `setup` is made anew after a panic, so is this.
+    input: { memory: globalThis.wasmInstance.exports.memory, address: 0, capacity: 0, view: null },
   };
+}
+
+/**
+ * Writes `text` as UTF-8 into routeSync's input buffer (native code, no
+ * allocation in wasm) and returns its length in bytes.
+ */
+function writeInput(text) {
+  const input = setup.input;
+  // UTF-8 takes at most 3 bytes per UTF-16 unit.
+  const room = text.length * 3;
+  if (room > input.capacity) {
+    input.capacity = Math.max(4096, 2 ** Math.ceil(Math.log2(room)));
+    input.address = glue.inputBuffer(input.capacity);
+    input.view = null;
+  }
+  // A view of a memory that has grown since is detached (length 0).
+  if (input.view === null || input.view.byteLength === 0) {
+    input.view = new Uint8Array(input.memory.buffer, input.address, input.capacity);
+  }
+  return utf8.encodeInto(text, input.view).written;
 }
 
 /**
@@ -349,7 +372,8 @@ export default {
       const url = request.url;
       const method = request.method;
       const { joined, drops } = scanHeaders(request.headers, setup.wanted);
-      let plan = joined === undefined ? undefined : glue.routeSync(env, url, method, joined);
+      let plan =
+        joined === undefined ? undefined : glue.routeSync(env, writeInput(`${url}\0${method}\0${joined}`));
       if (plan === undefined) {
         plan = await unlessPanic(glue.routeAsync(env, ctx, request, url, method, joined));
       }

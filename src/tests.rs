@@ -40,7 +40,7 @@ fn incoming(iso: &Isolate, url: &str, headers: &[(&str, &str)]) -> Incoming {
     incoming.trace = Trace::from_headers(
         incoming.parts.header(CF_RAY_HEADER),
         incoming.parts.header(TRACEPARENT_HEADER),
-        || "ab".repeat(16),
+        |out| out.fill(0xab),
     );
     incoming
 }
@@ -131,7 +131,7 @@ fn without_a_ray_or_a_valid_traceparent_both_are_generated() {
         "https://gitlab.com/explore",
         &[("traceparent", "00-not-valid-01")],
     );
-    assert_eq!(req.trace.request_id, "abababab-abab-abab-abab-abababababab");
+    assert_eq!(req.trace.request_id, "abababab-abab-4bab-abab-abababababab");
     assert_eq!(
         req.trace.traceparent,
         "00-abababababababababababababababab-abababababababab-01"
@@ -525,4 +525,32 @@ fn header_values_that_hold_the_separator_are_asked_again() {
     let mut parts = RequestParts::default();
     assert!(fill_headers(&mut parts, &names, "x\u{0}\u{1}"));
     assert_eq!(parts.headers, [("a".to_string(), "x".to_string())]);
+}
+
+#[test]
+fn route_sync_input_splits_into_url_method_and_header_values() {
+    assert_eq!(
+        split_input("https://gitlab.com/a?b\u{0}GET\u{0}x\u{0}\u{1}".as_bytes()),
+        Some(("https://gitlab.com/a?b", "GET", "x\u{0}\u{1}"))
+    );
+    assert_eq!(
+        split_input("https://gitlab.com/\u{0}POST\u{0}".as_bytes()),
+        Some(("https://gitlab.com/", "POST", "")),
+        "no header wanted: an empty list"
+    );
+    assert_eq!(
+        split_input(b"https://gitlab.com/\0GET"),
+        None,
+        "no header part"
+    );
+    assert_eq!(
+        split_input(b"https://gitlab.com/\xff\0GET\0"),
+        None,
+        "not UTF-8"
+    );
+    // UTF-8 as TextEncoder writes it: a header value with a non-ASCII character.
+    assert_eq!(
+        split_input("https://gitlab.com/\u{0}GET\u{0}é".as_bytes()),
+        Some(("https://gitlab.com/", "GET", "é"))
+    );
 }
