@@ -35,47 +35,44 @@ pub fn random_uuid() -> String {
         })
 }
 
-/// 32 random lowercase hex digits (a v4 UUID's, from the CSPRNG), for
-/// request ids and trace ids.
+/// Fills `out` with CSPRNG bytes, for request ids and trace ids.
 ///
-/// A request needs up to three; asking `crypto.randomUUID()` for each cost
-/// three calls out of wasm (the global, its `crypto`, the UUID) and a
-/// string copied back per id. Instead the CSPRNG's bytes are drawn
-/// [`RANDOM_POOL`] at a time (`crypto.getRandomValues`, one call per ~100
-/// requests) and each id takes 16 of them, with a v4 UUID's version and
-/// variant bits set as `randomUUID` sets them.
-pub fn random_hex32() -> String {
-    let mut bytes = [0u8; 16];
+/// A request needs up to 40 (a request id, a trace id and a parent id);
+/// asking `crypto.randomUUID()` for each id cost three calls out of wasm
+/// (the global, its `crypto`, the UUID) and a string copied back per id.
+/// Instead the bytes are drawn [`RANDOM_POOL`] at a time
+/// (`crypto.getRandomValues`, one call per ~100 requests) and handed out
+/// from the pool, which does not keep them.
+pub fn random_bytes(out: &mut [u8]) {
     let drawn = RANDOM.with(|pool| {
         let mut pool = pool.borrow_mut();
         let (buf, used) = &mut *pool;
-        if *used + 16 > RANDOM_POOL {
+        if *used + out.len() > RANDOM_POOL {
             let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
             let filled = global
                 .crypto()
                 .and_then(|c| c.get_random_values_with_u8_array(&mut buf[..]));
-            if filled.is_err() {
+            if filled.is_err() || out.len() > RANDOM_POOL {
                 return false;
             }
             *used = 0;
         }
-        bytes.copy_from_slice(&buf[*used..*used + 16]);
+        let taken = &mut buf[*used..*used + out.len()];
+        out.copy_from_slice(taken);
         // Used bytes are not kept around.
-        buf[*used..*used + 16].fill(0);
-        *used += 16;
+        taken.fill(0);
+        *used += out.len();
         true
     });
     if !drawn {
-        return random_uuid().replace('-', "");
+        // Never reached on workerd; still unique enough to not break routing.
+        for b in out.iter_mut() {
+            *b = (js_sys::Math::random() * 256.0) as u8;
+        }
     }
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let mut out = String::with_capacity(32);
-    router_core::hex::push_hex(&mut out, &bytes);
-    out
 }
 
-/// Bytes drawn from the CSPRNG at a time for [`random_hex32`]: one
+/// Bytes drawn from the CSPRNG at a time for [`random_bytes`]: one
 /// `getRandomValues` call per ~100 requests (a call costs workerd tens of
 /// µs, most of it whatever the size, which is at most 64 KiB).
 const RANDOM_POOL: usize = 4096;

@@ -42,6 +42,7 @@ describe("request tracing", () => {
     const stack = await startStack({ ruleset: "session_prefix", cellCount: 3 });
     try {
       const ids = new Set();
+      const traces = new Set();
       for (const bad of ["00-xyz-abc-01", TRACEPARENT.toUpperCase(), `ff${TRACEPARENT.slice(2)}`]) {
         const res = await request(`${stack.url}/fresh`, {
           headers: { cookie: sessionCookie(3), traceparent: bad, "x-request-id": "client-chosen" },
@@ -49,8 +50,11 @@ describe("request tracing", () => {
         const echo = res.json();
         assert.equal(echo.cell, "3");
         const id = echo.headers["x-request-id"];
-        assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+        // A v4 UUID, as crypto.randomUUID writes one.
+        assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
         assert.match(echo.headers.traceparent, TRACEPARENT_RE);
+        traces.add(echo.headers.traceparent.slice(3, 35));
+        assert.ok(!id.replaceAll("-", "").includes(echo.headers.traceparent.slice(3, 35)), "ids drawn apart");
         assert.notEqual(echo.headers.traceparent, bad);
         ids.add(id);
         const line = await waitForLog(stack, (l) => l.request_id === id);
@@ -59,6 +63,7 @@ describe("request tracing", () => {
         assert.equal(line.version, undefined, "no version metadata binding here");
       }
       assert.equal(ids.size, 3, "a new id per request");
+      assert.equal(traces.size, 3, "a new trace per request");
       // The first request asked the service (later ones hit the memory cache).
       const calls = await serviceRequests(stack);
       assert.ok(calls.length >= 1);

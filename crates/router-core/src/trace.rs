@@ -9,6 +9,8 @@
 //! replaced). The client's `traceparent` is kept when it is valid
 //! (W3C Trace Context, level 1); otherwise a new one is started.
 
+use crate::hex::push_hex;
+
 /// The header the request id travels in.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// W3C Trace Context.
@@ -24,28 +26,36 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// The ids for a request with these headers. `random_hex32` gives 32
-    /// random lowercase hex digits (asked at most twice, and only for what
-    /// the request lacks).
+    /// The ids for a request with these headers. `random` fills a buffer
+    /// with CSPRNG bytes (asked at most twice, and only for what the
+    /// request lacks).
     pub fn from_headers(
         cf_ray: Option<&str>,
         traceparent: Option<&str>,
-        mut random_hex32: impl FnMut() -> String,
+        mut random: impl FnMut(&mut [u8]),
     ) -> Trace {
         let request_id = match cf_ray.filter(|r| is_ray(r)) {
             Some(ray) => ray.to_string(),
-            None => uuid_of(&random_hex32()),
+            None => {
+                let mut bytes = [0u8; 16];
+                random(&mut bytes);
+                uuid_v4(bytes)
+            }
         };
         let traceparent = match traceparent.map(str::trim).filter(|t| is_traceparent(t)) {
             Some(t) => t.to_string(),
             None => {
-                let trace_id = random_hex32();
-                let parent_id = random_hex32();
+                // The trace id's 16 bytes and the parent id's 8, drawn at once.
+                let mut ids = [0u8; 24];
+                random(&mut ids);
+                let (trace_id, parent_id) = ids.split_at_mut(16);
+                make_nonzero(trace_id);
+                make_nonzero(parent_id);
                 let mut t = String::with_capacity(55);
                 t.push_str("00-");
-                push_nonzero(&mut t, &trace_id);
+                push_hex(&mut t, trace_id);
                 t.push('-');
-                push_nonzero(&mut t, &parent_id[..16]);
+                push_hex(&mut t, parent_id);
                 t.push_str("-01");
                 t
             }
@@ -103,31 +113,26 @@ pub fn is_traceparent(value: &str) -> bool {
         && parent_id.bytes().any(|b| b != b'0')
 }
 
-/// `hex`, with its last digit made `1` when it is all zeros (an all-zero
-/// trace or parent id is invalid).
-fn push_nonzero(out: &mut String, hex: &str) {
-    if !hex.is_empty() && hex.bytes().all(|b| b == b'0') {
-        out.push_str(&hex[..hex.len() - 1]);
-        out.push('1');
-    } else {
-        out.push_str(hex);
+/// An all-zero trace or parent id is invalid: its last bit is set then.
+fn make_nonzero(id: &mut [u8]) {
+    if id.iter().all(|&b| b == 0) {
+        if let Some(last) = id.last_mut() {
+            *last = 1;
+        }
     }
 }
 
-/// 32 hex digits as a UUID's 8-4-4-4-12 groups.
-fn uuid_of(hex: &str) -> String {
-    if hex.len() != 32 || !hex.is_ascii() {
-        return hex.to_string();
-    }
+/// These random bytes as a v4 UUID (version and variant bits set as
+/// `crypto.randomUUID` sets them), in lowercase 8-4-4-4-12 groups.
+fn uuid_v4(mut bytes: [u8; 16]) -> String {
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let mut uuid = String::with_capacity(36);
-    for (i, group) in [0..8, 8..12, 12..16, 16..20, 20..32]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, group) in [0..4, 4..6, 6..8, 8..10, 10..16].into_iter().enumerate() {
         if i > 0 {
             uuid.push('-');
         }
-        uuid.push_str(&hex[group]);
+        push_hex(&mut uuid, &bytes[group]);
     }
     uuid
 }
@@ -138,17 +143,18 @@ mod tests {
 
     const VALID: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-    fn counter() -> impl FnMut() -> String {
+    /// Fills the first buffer with 0x11, the next with 0x22, and so on.
+    fn counter() -> impl FnMut(&mut [u8]) {
         let mut n = 0u8;
-        move || {
+        move |out| {
             n += 1;
-            format!("{n:x}").repeat(32)
+            out.fill(n * 0x11);
         }
     }
 
     #[test]
     fn keeps_the_ray_and_a_valid_traceparent() {
-        let t = Trace::from_headers(Some("8f1c2a3b4c5d6e7f-AMS"), Some(VALID), || {
+        let t = Trace::from_headers(Some("8f1c2a3b4c5d6e7f-AMS"), Some(VALID), |_| {
             panic!("nothing to generate")
         });
         assert_eq!(t.request_id, "8f1c2a3b4c5d6e7f-AMS");
@@ -165,15 +171,19 @@ mod tests {
     #[test]
     fn generates_what_is_missing_or_malformed() {
         let t = Trace::from_headers(None, Some("00-xyz-abc-01"), counter());
-        assert_eq!(t.request_id, "11111111-1111-1111-1111-111111111111");
+        // A v4 UUID: version 4, variant 10xx.
+        assert_eq!(t.request_id, "11111111-1111-4111-9111-111111111111");
         assert_eq!(
             t.traceparent,
-            "00-22222222222222222222222222222222-3333333333333333-01"
+            "00-22222222222222222222222222222222-2222222222222222-01"
         );
         assert!(is_traceparent(&t.traceparent));
         let t = Trace::from_headers(Some("bad ray\"}"), None, counter());
-        assert_eq!(t.request_id, "11111111-1111-1111-1111-111111111111");
+        assert_eq!(t.request_id, "11111111-1111-4111-9111-111111111111");
         assert!(is_traceparent(&t.traceparent));
+        let mut asked = Vec::new();
+        Trace::from_headers(None, None, |out| asked.push(out.len()));
+        assert_eq!(asked, [16, 24], "one draw per id kind");
     }
 
     #[test]
@@ -193,7 +203,11 @@ mod tests {
         ] {
             assert!(!is_traceparent(bad), "{bad}");
         }
-        let zero = Trace::from_headers(Some("r"), None, || "0".repeat(32));
+        let zero = Trace::from_headers(Some("r"), None, |out| out.fill(0));
         assert!(is_traceparent(&zero.traceparent), "{}", zero.traceparent);
+        assert_eq!(
+            zero.traceparent,
+            "00-00000000000000000000000000000001-0000000000000001-01"
+        );
     }
 }
