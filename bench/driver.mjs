@@ -458,8 +458,17 @@ function runWrk(target, { seconds, concurrency, script, mixFile }) {
 }
 
 async function tsCalls(ts) {
-  const res = await request(`${ts.admin}/_stats`);
-  return JSON.parse(res.text).classify_calls;
+  // The keep-alive agent can hand out a connection the service closed
+  // while idle (minutes between two asks under callgrind): asked again
+  // once on a reset, on a fresh connection.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const res = await request(`${ts.admin}/_stats`);
+      return JSON.parse(res.text).classify_calls;
+    } catch (e) {
+      if (e.code !== "ECONNRESET" || attempt === 2) throw e;
+    }
+  }
 }
 
 async function measure(target, concurrency, ts, sink) {
