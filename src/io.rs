@@ -47,12 +47,15 @@ pub fn random_bytes(out: &mut [u8]) {
     let drawn = RANDOM.with(|pool| {
         let mut pool = pool.borrow_mut();
         let (buf, used) = &mut *pool;
+        if out.len() > RANDOM_POOL {
+            return false;
+        }
         if *used + out.len() > RANDOM_POOL {
             let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
             let filled = global
                 .crypto()
                 .and_then(|c| c.get_random_values_with_u8_array(&mut buf[..]));
-            if filled.is_err() || out.len() > RANDOM_POOL {
+            if filled.is_err() {
                 return false;
             }
             *used = 0;
@@ -65,7 +68,8 @@ pub fn random_bytes(out: &mut [u8]) {
         true
     });
     if !drawn {
-        // Never reached on workerd; still unique enough to not break routing.
+        // Never reached by the trace ids on workerd (at most 24 bytes at a
+        // time, and crypto is there); still unique enough for routing.
         for b in out.iter_mut() {
             *b = (js_sys::Math::random() * 256.0) as u8;
         }
