@@ -7,7 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { cpSync, readFileSync, writeFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { startStack, request, ROOT } from "./harness.mjs";
+import { startStack, request, sessionCookie, ROOT } from "./harness.mjs";
 
 const glueErrors = (stack) => stack.logs.filter((l) => l.includes('"scope":"wasm-glue"'));
 
@@ -38,6 +38,43 @@ test("a glue without the reinit export logs one clear error and still routes", a
     const errors = glueErrors(stack);
     assert.equal(errors.length, 1, errors.join("\n"));
     assert.match(errors[0], /panic recovery is off: the glue lacks __wbg___wbindgen_reinit_\*/);
+  } finally {
+    await stack.stop();
+    rmSync(join(ROOT, copy), { recursive: true, force: true });
+  }
+});
+
+test("routeSync answers from the input the entry writes into wasm memory: routeAsync is never needed, a 30 KB latin-1 cookie included", async () => {
+  // A copy of the build whose routeAsync throws: every request it would
+  // take fails, so a 200 here was answered by routeSync alone.
+  const copy = "target/glue-test-sync-build";
+  rmSync(join(ROOT, copy), { recursive: true, force: true });
+  cpSync(join(ROOT, "build"), join(ROOT, copy), { recursive: true });
+  const shim = join(ROOT, copy, "worker", "shim.mjs");
+  const text = readFileSync(shim, "utf8");
+  const calls = text.match(/[\w$]+\.routeAsync\(/g) ?? [];
+  assert.equal(calls.length, 1, "the glue calls the wasm export once");
+  writeFileSync(shim, text.replace(calls[0], '(() => { throw new Error("routeAsync disabled by the test"); })('));
+  const stack = await startStack({ ruleset: "session_prefix", build: copy });
+  try {
+    // The buffer starts at 4 KiB: this request grows it and wasm memory
+    // (é and ÿ are latin-1 bytes in a header value, two UTF-8 bytes each).
+    const padding = `pad=${"é".repeat(5_000)}${"x".repeat(20_000)}ÿ`;
+    for (const [path, cookie] of [
+      ["/first", undefined],
+      ["/big", `${padding}; after=ÿ`],
+      ["/after-big?x=1", "theme=dark"],
+    ]) {
+      const res = await request(`${stack.url}${path}`, { headers: cookie ? { cookie } : {} });
+      assert.equal(res.status, 200, `${path}: ${res.text.slice(0, 200)}`);
+      assert.equal(res.json().cell, "1", path);
+      assert.equal(res.json().query, path.includes("?") ? "x=1" : "", path);
+      // The echo cell reads latin-1 bytes as UTF-8 (U+FFFD each): same length.
+      if (cookie) assert.equal(res.json().headers.cookie.length, cookie.length, "the whole cookie is forwarded");
+    }
+    // The patch bites: a session the memory cache does not hold needs routeAsync.
+    const unknown = await request(`${stack.url}/needs-service`, { headers: { cookie: sessionCookie(2) } });
+    assert.notEqual(unknown.status, 200, "routeAsync is really off in this copy");
   } finally {
     await stack.stop();
     rmSync(join(ROOT, copy), { recursive: true, force: true });
