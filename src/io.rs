@@ -19,25 +19,20 @@ pub fn global_fetch(request: &Request) -> js_sys::Promise {
     global.fetch_with_request(request)
 }
 
-/// A random (v4) UUID from the platform's CSPRNG, for signature ids.
+/// A random (v4) UUID from the platform's CSPRNG, for signature ids:
+/// 16 bytes of [`random_bytes`]' pool, as the request id is made (no
+/// `crypto.randomUUID()` call, three crossings out of wasm, per signed
+/// request).
 pub fn random_uuid() -> String {
-    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
-    global
-        .crypto()
-        .map(|c| c.random_uuid())
-        .unwrap_or_else(|_| {
-            // Never reached on workerd; still unique enough to not break routing.
-            format!(
-                "{:x}-{:x}",
-                js_sys::Date::now() as u64,
-                (js_sys::Math::random() * 1e15) as u64
-            )
-        })
+    let mut bytes = [0u8; 16];
+    random_bytes(&mut bytes);
+    router_core::trace::uuid_v4(bytes)
 }
 
 /// Fills `out` with CSPRNG bytes, for request ids and trace ids.
 ///
-/// A request needs up to 40 (a request id, a trace id and a parent id);
+/// A request needs up to 56 (a request id, a trace id and a parent id,
+/// a signature id);
 /// asking `crypto.randomUUID()` for each id cost three calls out of wasm
 /// (the global, its `crypto`, the UUID) and a string copied back per id.
 /// Instead the bytes are drawn [`RANDOM_POOL`] at a time

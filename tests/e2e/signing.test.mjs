@@ -93,6 +93,10 @@ describe("signed proxied requests", () => {
     assert.equal(ca.claims.rule, "legacy");
     assert.equal(ca.claims.typ, undefined);
     assert.notEqual(ca.claims.jti, cb.claims.jti);
+    for (const jti of [ca.claims.jti, cb.claims.jti]) {
+      assert.match(jti, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, "a v4 UUID");
+      assert.ok(!a.headers["x-request-id"].includes(jti) && !b.headers["x-request-id"].includes(jti), "not the request id");
+    }
   });
 });
 

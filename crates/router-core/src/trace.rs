@@ -123,8 +123,9 @@ fn make_nonzero(id: &mut [u8]) {
 }
 
 /// These random bytes as a v4 UUID (version and variant bits set as
-/// `crypto.randomUUID` sets them), in lowercase 8-4-4-4-12 groups.
-fn uuid_v4(mut bytes: [u8; 16]) -> String {
+/// `crypto.randomUUID` sets them), in lowercase 8-4-4-4-12 groups: request
+/// ids, and the edge's signature ids.
+pub fn uuid_v4(mut bytes: [u8; 16]) -> String {
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let mut uuid = String::with_capacity(36);
