@@ -59,7 +59,7 @@ import { stopChild } from "../tests/e2e/harness.mjs";
 import { profile as cpuProfile, summarize } from "./profile.mjs";
 import { median, parsePairs, pairedRuns, targetLines } from "./paired.mjs";
 import { CALLGRIND_COMM } from "./callgrind.mjs";
-import { compare, countConfig, haveCallgrind } from "./instructions.mjs";
+import { compare, countConfig, haveCallgrind, retryOnReset } from "./instructions.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const env = process.env;
@@ -461,14 +461,8 @@ async function tsCalls(ts) {
   // The keep-alive agent can hand out a connection the service closed
   // while idle (minutes between two asks under callgrind): asked again
   // once on a reset, on a fresh connection.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const res = await request(`${ts.admin}/_stats`);
-      return JSON.parse(res.text).classify_calls;
-    } catch (e) {
-      if (e.code !== "ECONNRESET" || attempt === 2) throw e;
-    }
-  }
+  const res = await retryOnReset(() => request(`${ts.admin}/_stats`), { attempts: 2 });
+  return JSON.parse(res.text).classify_calls;
 }
 
 async function measure(target, concurrency, ts, sink) {

@@ -27,6 +27,23 @@ import {
 } from "./callgrind.mjs";
 import { median } from "./paired.mjs";
 
+/**
+ * `send()`, sent again after a connection reset (ECONNRESET), up to
+ * `attempts` times in all, pausing `pauseMs` × the attempt number before
+ * each new try; any other error, or the last reset, is thrown.
+ */
+export async function retryOnReset(send, { attempts, pauseMs = 0, onRetry = () => {} }) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await send();
+    } catch (e) {
+      if (e.code !== "ECONNRESET" || attempt === attempts) throw e;
+      onRetry();
+      if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs * attempt));
+    }
+  }
+}
+
 /** Whether valgrind and callgrind_control are on the PATH. */
 export function haveCallgrind() {
   try {
@@ -67,16 +84,11 @@ export async function sendMix(url, mix, { count, concurrency, offset = 0 }) {
       // A connection closed without an answer (seen now and then under
       // callgrind, right after a dump): the request is sent again on a
       // new one after a pause, up to 5 times.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await one(mix[(offset + i) % mix.length]);
-          break;
-        } catch (e) {
-          if (e.code !== "ECONNRESET" || attempt === 5) throw e;
-          resets++;
-          await new Promise((r) => setTimeout(r, 1000 * attempt));
-        }
-      }
+      await retryOnReset(() => one(mix[(offset + i) % mix.length]), {
+        attempts: 5,
+        pauseMs: 1000,
+        onRetry: () => resets++,
+      });
     }
   };
   try {

@@ -11,7 +11,7 @@ import { createInterface } from "node:readline";
 import { serializeConfig } from "miniflare";
 import workerdModule from "workerd";
 import { patchV8Flags } from "../../bench/callgrind.mjs";
-import { compare } from "../../bench/instructions.mjs";
+import { compare, retryOnReset } from "../../bench/instructions.mjs";
 import { stopChild } from "../e2e/harness.mjs";
 
 const WORKERD = workerdModule.default ?? workerdModule;
@@ -84,4 +84,37 @@ test("instruction counts are compared with the floor and the peer, both with the
   assert.equal(tw.over_floor_log_pct, 20);
   assert.equal(tw.vs_peer_log, 960_000 / 900_000);
   assert.equal(compare([{ config: "passthrough", main: 1 }])[0].over_floor_log, null);
+});
+
+test("retryOnReset sends again after connection resets only, and gives up after its attempts", async () => {
+  const reset = () => Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
+  let calls = 0;
+  let retries = 0;
+  const value = await retryOnReset(
+    async () => {
+      calls++;
+      if (calls < 3) throw reset();
+      return "answer";
+    },
+    { attempts: 3, onRetry: () => retries++ },
+  );
+  assert.deepEqual([value, calls, retries], ["answer", 3, 2]);
+  calls = 0;
+  await assert.rejects(
+    retryOnReset(async () => {
+      calls++;
+      throw reset();
+    }, { attempts: 2 }),
+    { code: "ECONNRESET" },
+  );
+  assert.equal(calls, 2, "the last reset is thrown");
+  calls = 0;
+  await assert.rejects(
+    retryOnReset(async () => {
+      calls++;
+      throw Object.assign(new Error("refused"), { code: "ECONNREFUSED" });
+    }, { attempts: 5 }),
+    { code: "ECONNREFUSED" },
+  );
+  assert.equal(calls, 1, "other errors are not retried");
 });
