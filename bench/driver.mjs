@@ -46,7 +46,7 @@
 // Writes the table to stdout and target/bench/latest.json.
 import { spawn, execFileSync } from "node:child_process";
 import { createInterface } from "node:readline";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir, cpus, loadavg } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -593,6 +593,7 @@ function parseDivan(text) {
 async function main() {
   mkdirSync(OUT_DIR, { recursive: true });
   const work = mkdtempSync(join(tmpdir(), "router-bench-"));
+  process.once("exit", () => rmSync(work, { recursive: true, force: true }));
   log(`options ${JSON.stringify(OPT)}`);
 
   const sink = await startDevstack(["sink", "--listen", "127.0.0.1:0"], "sink");

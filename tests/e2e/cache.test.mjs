@@ -3,9 +3,8 @@
 // answers, Cache-Tag, coalescing, retries, timeouts and the service down.
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, startReady, stopChild, topologyToml, request, waitForLog, requestLogs, sessionCookie, getJson, postJson } from "./harness.mjs";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { startStack, startReady, stopChild, topologyToml, request, waitForLog, requestLogs, sessionCookie, getJson, postJson, scratchDir } from "./harness.mjs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createHash } from "node:crypto";
@@ -280,7 +279,7 @@ describe("Topology Service failures", () => {
 
 /** Starts another Topology Service with `cells` ({id, address}); stop with stopChild(ts.child). */
 async function startTopology(cells) {
-  const dir = mkdtempSync(join(tmpdir(), "router-e2e-ts-"));
+  const dir = scratchDir("router-e2e-ts-");
   const cfg = join(dir, "topology.toml");
   writeFileSync(cfg, topologyToml(cells));
   const ts = await startReady(["topology", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"], "second topology");

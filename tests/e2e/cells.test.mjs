@@ -5,10 +5,9 @@
 // it can be killed and restarted by PID.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { startReady, startRouter, stopChild, topologyToml, request, requestLogs, sessionCookie, freePort, eventually } from "./harness.mjs";
+import { startReady, startRouter, stopChild, topologyToml, request, requestLogs, sessionCookie, freePort, eventually, scratchDir } from "./harness.mjs";
 import { routableToken } from "./tokens.mjs";
 
 /**
@@ -26,7 +25,7 @@ async function startCells({ cellCount = 3, vars = {}, routers = 1, topology = tr
     }
     let topologyUrl;
     if (topology) {
-      const dir = mkdtempSync(join(tmpdir(), "router-cells-"));
+      const dir = scratchDir("router-cells-");
       const cfg = join(dir, "topology.toml");
       writeFileSync(cfg, topologyToml(Object.values(stack.cells).map((c) => ({ id: c.id, address: c.addr }))));
       const ts = await startReady(["topology", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"], "topology");

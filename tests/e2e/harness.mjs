@@ -4,7 +4,7 @@
 // stopped by PID in stop().
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { mkdtempSync, writeFileSync, existsSync, readFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync, existsSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,6 +15,18 @@ import { Miniflare } from "miniflare";
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const DEVSTACK = process.env.DEVSTACK_BIN ?? join(ROOT, "target", "debug", "devstack");
 export const HEX32 = "0123456789abcdef0123456789abcdef";
+
+const scratchDirs = [];
+process.once("exit", () => {
+  for (const dir of scratchDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh directory under the system's temp directory, removed when this test process exits. */
+export function scratchDir(prefix) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  scratchDirs.push(dir);
+  return dir;
+}
 
 /** Starts devstack and resolves with it and its first stdout JSON line. */
 export function startReady(args, label) {
@@ -48,7 +60,7 @@ export async function startDemoStack({ ruleset = "cells", vars = {}, topology = 
   const shipped = readFileSync(join(ROOT, "devstack", "topology.toml"), "utf8")
     .replace(/^address = .*$/gm, "")
     .replace(/^(listen|admin_listen) = .*$/gm, '$1 = "127.0.0.1:0"');
-  const dir = mkdtempSync(join(tmpdir(), "router-demo-"));
+  const dir = scratchDir("router-demo-");
   const cfg = join(dir, "topology.toml");
   writeFileSync(cfg, topology(shipped));
   const logs = [];
@@ -130,7 +142,7 @@ export async function startStack({ ruleset = "session_prefix", vars = {}, router
       children.push(child);
       stack.cells[id] = { id, addr: ready.addr, url: `http://${ready.addr}` };
     }
-    const dir = mkdtempSync(join(tmpdir(), "router-e2e-"));
+    const dir = scratchDir("router-e2e-");
     const cfg = join(dir, "topology.toml");
     const cells = Object.values(stack.cells).map((c) => ({
       id: c.id,

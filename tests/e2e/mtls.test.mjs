@@ -23,12 +23,11 @@ import assert from "node:assert/strict";
 import https from "node:https";
 import http from "node:http";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { startDemoStack, request, requestLogs, eventually, freePort, waitForOutput, ROOT } from "./harness.mjs";
+import { startDemoStack, request, requestLogs, eventually, freePort, waitForOutput, ROOT, scratchDir } from "./harness.mjs";
 
-const dir = mkdtempSync(join(tmpdir(), "router-mtls-"));
+const dir = scratchDir("router-mtls-");
 const ssl = (...args) => execFileSync("openssl", args, { cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
 const read = (name) => readFileSync(join(dir, name), "utf8");
 

@@ -6,10 +6,9 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { startDemoStack, request, requestLogs, sessionCookie, getJson } from "./harness.mjs";
+import { startDemoStack, request, requestLogs, sessionCookie, getJson, scratchDir } from "./harness.mjs";
 
 const stats = (stack) => getJson(`${stack.topology.admin}/_stats`);
 
@@ -115,7 +114,7 @@ describe("path routing with the cells ruleset", () => {
   });
 
   test("git clone, push and ls-remote through the router", async () => {
-    const home = mkdtempSync(join(tmpdir(), "router-git-"));
+    const home = scratchDir("router-git-");
     const env = { ...process.env, HOME: home, GIT_CONFIG_NOSYSTEM: "1", GIT_TERMINAL_PROMPT: "0" };
     // Asynchronous, so the router's log lines keep arriving while git runs.
     const git = (args, cwd = home) =>
