@@ -19,6 +19,8 @@
 //! `routeSync` cannot finish (a memory-cache miss) is handed to
 //! `routeAsync` as it stands, so the rules run once per request.
 
+#[cfg(any(test, all(not(target_feature = "atomics"), target_family = "wasm")))]
+mod alloc;
 mod control;
 mod io;
 
@@ -55,10 +57,12 @@ type EdgeResolver = Resolver<io::FetchTransport, io::CacheApi, io::JsPlatform>;
 
 /// Talc instead of Rust's default dlmalloc: allocating (the plan, the log
 /// line, the request's parts) was a quarter of a request's time in wasm,
-/// and talc does it in fewer instructions and less code.
+/// and talc does it in fewer instructions and less code. Small blocks are
+/// recycled in front of it (`alloc.rs`).
 #[cfg(all(not(target_feature = "atomics"), target_family = "wasm"))]
 #[global_allocator]
-static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+static ALLOCATOR: alloc::SizeClassCache<talc::wasm::WasmDynamicTalc> =
+    alloc::SizeClassCache::new(talc::wasm::new_wasm_dynamic_allocator());
 
 /// What an isolate builds once, on its first request.
 struct Isolate {
