@@ -593,7 +593,10 @@ function parseDivan(text) {
 async function main() {
   mkdirSync(OUT_DIR, { recursive: true });
   const work = mkdtempSync(join(tmpdir(), "router-bench-"));
-  process.once("exit", () => rmSync(work, { recursive: true, force: true }));
+  // Removed at the end unless BENCH_KEEP_WORK=1 (the callgrind files of an
+  // instruction count, for callgrind_annotate).
+  if (env.BENCH_KEEP_WORK === "1") log(`work directory kept: ${work}`);
+  else process.once("exit", () => rmSync(work, { recursive: true, force: true }));
   log(`options ${JSON.stringify(OPT)}`);
 
   const sink = await startDevstack(["sink", "--listen", "127.0.0.1:0"], "sink");
@@ -678,7 +681,8 @@ async function main() {
   if (OPT.configs.length) {
     const unknown = OPT.configs.filter((c) => !specs.some((s) => s.name === c));
     if (unknown.length) throw new Error(`BENCH_CONFIGS names unknown configurations: ${unknown.join(", ")}`);
-    const baselines = ["null", "floor-log", "peer-log"];
+    // BENCH_SKIP_YARDSTICKS=1: only the named rows (an A/B of two builds).
+    const baselines = env.BENCH_SKIP_YARDSTICKS === "1" ? [] : ["null", "floor-log", "peer-log"];
     const paired = OPT.paired.flat();
     specs.splice(0, specs.length, ...specs.filter((s) => baselines.includes(s.name) || OPT.configs.includes(s.name) || paired.includes(s.name)));
   }
