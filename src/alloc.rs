@@ -107,7 +107,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SizeClassCache<A> {
                 }
                 block
             }
-            // Talc's fresh pages are already zero.
+            // Larger blocks: the inner allocator zeroes them itself.
             None => self.inner.alloc_zeroed(layout),
         }
     }
