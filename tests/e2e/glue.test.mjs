@@ -11,6 +11,20 @@ import { startStack, request, sessionCookie, ROOT } from "./harness.mjs";
 
 const glueErrors = (stack) => stack.logs.filter((l) => l.includes('"scope":"wasm-glue"'));
 
+/**
+ * A copy of build/ at target/<name> whose glue (worker/shim.mjs) is
+ * `patch(text)`; returns its directory for startStack's `build` and a
+ * `remove()` for the test's end.
+ */
+function patchedBuild(name, patch) {
+  const copy = `target/${name}`;
+  rmSync(join(ROOT, copy), { recursive: true, force: true });
+  cpSync(join(ROOT, "build"), join(ROOT, copy), { recursive: true });
+  const shim = join(ROOT, copy, "worker", "shim.mjs");
+  writeFileSync(shim, patch(readFileSync(shim, "utf8")));
+  return { copy, remove: () => rmSync(join(ROOT, copy), { recursive: true, force: true }) };
+}
+
 test("the real build has every glue internal panic recovery needs", async () => {
   const stack = await startStack({ ruleset: "session_prefix" });
   try {
@@ -23,14 +37,11 @@ test("the real build has every glue internal panic recovery needs", async () => 
 });
 
 test("a glue without the reinit export logs one clear error and still routes", async () => {
-  const copy = "target/glue-test-build";
-  rmSync(join(ROOT, copy), { recursive: true, force: true });
-  cpSync(join(ROOT, "build"), join(ROOT, copy), { recursive: true });
-  const shim = join(ROOT, copy, "worker", "shim.mjs");
-  const text = readFileSync(shim, "utf8");
-  assert.ok(text.includes('"__wbg___wbindgen_reinit_"'), "the entry looks the export up by this prefix");
-  writeFileSync(shim, text.replaceAll('"__wbg___wbindgen_reinit_"', '"__wbg___renamed_by_an_upgrade_"'));
-  const stack = await startStack({ ruleset: "session_prefix", build: copy });
+  const build = patchedBuild("glue-test-build", (text) => {
+    assert.ok(text.includes('"__wbg___wbindgen_reinit_"'), "the entry looks the export up by this prefix");
+    return text.replaceAll('"__wbg___wbindgen_reinit_"', '"__wbg___renamed_by_an_upgrade_"');
+  });
+  const stack = await startStack({ ruleset: "session_prefix", build: build.copy });
   try {
     const res = await request(`${stack.url}/explore`);
     assert.equal(res.status, 200, "requests are still served");
@@ -40,22 +51,19 @@ test("a glue without the reinit export logs one clear error and still routes", a
     assert.match(errors[0], /panic recovery is off: the glue lacks __wbg___wbindgen_reinit_\*/);
   } finally {
     await stack.stop();
-    rmSync(join(ROOT, copy), { recursive: true, force: true });
+    build.remove();
   }
 });
 
 test("routeSync answers from the input the entry writes into wasm memory: routeAsync is never needed, a 30 KB latin-1 cookie included", async () => {
   // A copy of the build whose routeAsync throws: every request it would
   // take fails, so a 200 here was answered by routeSync alone.
-  const copy = "target/glue-test-sync-build";
-  rmSync(join(ROOT, copy), { recursive: true, force: true });
-  cpSync(join(ROOT, "build"), join(ROOT, copy), { recursive: true });
-  const shim = join(ROOT, copy, "worker", "shim.mjs");
-  const text = readFileSync(shim, "utf8");
-  const calls = text.match(/[\w$]+\.routeAsync\(/g) ?? [];
-  assert.equal(calls.length, 1, "the glue calls the wasm export once");
-  writeFileSync(shim, text.replace(calls[0], '(() => { throw new Error("routeAsync disabled by the test"); })('));
-  const stack = await startStack({ ruleset: "session_prefix", build: copy });
+  const build = patchedBuild("glue-test-sync-build", (text) => {
+    const calls = text.match(/[\w$]+\.routeAsync\(/g) ?? [];
+    assert.equal(calls.length, 1, "the glue calls the wasm export once");
+    return text.replace(calls[0], '(() => { throw new Error("routeAsync disabled by the test"); })(');
+  });
+  const stack = await startStack({ ruleset: "session_prefix", build: build.copy });
   try {
     // The buffer starts at 4 KiB: this request grows it and wasm memory
     // (é and ÿ are latin-1 bytes in a header value, two UTF-8 bytes each).
@@ -77,6 +85,6 @@ test("routeSync answers from the input the entry writes into wasm memory: routeA
     assert.notEqual(unknown.status, 200, "routeAsync is really off in this copy");
   } finally {
     await stack.stop();
-    rmSync(join(ROOT, copy), { recursive: true, force: true });
+    build.remove();
   }
 });
