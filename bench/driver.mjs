@@ -95,6 +95,10 @@ const OPT = {
     concurrency: num("BENCH_INSTRUCTIONS_CONCURRENCY", 1),
     profile: env.BENCH_INSTRUCTIONS_PROFILE === "1",
     profileTop: num("BENCH_INSTRUCTIONS_TOP", 40),
+    // More V8 flags for the counted workerd, e.g. "--log-deopt": what V8
+    // logs goes to the configuration's v8.log (kept with BENCH_KEEP_WORK=1).
+    v8Flags: (env.BENCH_V8_FLAGS ?? "").split(" ").filter(Boolean),
+    keep: env.BENCH_KEEP_WORK === "1",
   },
 };
 // The peer and the floor, used in place (not copied into the repository).

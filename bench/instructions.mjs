@@ -15,7 +15,7 @@
 // per function of the last window (JIT code named by V8's perf map).
 import http from "node:http";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import {
   callgrindPid,
@@ -111,7 +111,11 @@ export async function countConfig(spec, { start, warmUp, mix, workDir, workerd, 
     workerd,
     // --perf-basic-prof also starts V8's log, by default one file per
     // isolate in the working directory: kept in the run's directory instead.
-    v8Flags: opt.profile ? ["--perf-basic-prof", "--no-logfile-per-isolate", `--logfile=${dir}/v8.log`] : [],
+    v8Flags: [
+      ...(opt.profile ? ["--perf-basic-prof"] : []),
+      ...opt.v8Flags,
+      ...(opt.profile || opt.v8Flags.length ? ["--no-logfile-per-isolate", `--logfile=${dir}/v8.log`] : []),
+    ],
     instrLevel: opt.profile,
   });
   const before = process.env.MINIFLARE_WORKERD_PATH;
@@ -147,7 +151,9 @@ export async function countConfig(spec, { start, warmUp, mix, workDir, workerd, 
           .slice(0, opt.profileTop)
           .map(([name, n]) => ({ name, per_request: n / opt.requests }))
       : null;
-    rmSync(perfMap, { force: true }); // V8 writes it to /tmp: not left there
+    // V8 writes it to /tmp: not left there (moved to the kept work directory).
+    if (opt.keep && existsSync(perfMap)) copyFileSync(perfMap, join(dir, `perf-${pid}.map`));
+    rmSync(perfMap, { force: true });
     return {
       config: spec.name,
       windows,
