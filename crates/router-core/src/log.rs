@@ -271,6 +271,11 @@ pub fn push_quoted(out: &mut String, text: &str) {
 /// `text` escaped for the inside of a JSON string, as serde_json escapes
 /// it: `"`, `\\` and control characters, nothing else.
 pub fn push_escaped(out: &mut String, text: &str) {
+    if !needs_escape(text.as_bytes()) {
+        // Nearly every field: one copy.
+        out.push_str(text);
+        return;
+    }
     let bytes = text.as_bytes();
     let mut start = 0;
     let mut i = 0;
@@ -311,6 +316,21 @@ pub fn push_escaped(out: &mut String, text: &str) {
         i = end;
     }
     out.push_str(&text[start..]);
+}
+
+/// Whether `bytes` holds a byte [`push_escaped`] escapes: eight bytes at a
+/// time, the last few as one overlapping word (or byte by byte when there
+/// are fewer than eight in all).
+fn needs_escape(bytes: &[u8]) -> bool {
+    let (words, rest) = bytes.as_chunks::<8>();
+    if words.iter().any(|w| word_needs_escape(*w)) {
+        return true;
+    }
+    match bytes.last_chunk::<8>() {
+        Some(last) if !rest.is_empty() => word_needs_escape(*last),
+        Some(_) => false,
+        None => rest.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\'),
+    }
 }
 
 /// Whether one of these 8 bytes is a control character, `"` or `\`
@@ -437,6 +457,24 @@ mod tests {
             let mut out = String::new();
             push_quoted(&mut out, text);
             assert_eq!(out, serde_json::to_string(text).unwrap(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_byte_to_escape_is_found_in_texts_of_every_length() {
+        // Shorter than a word, a word and a bit (the overlapping last
+        // word), whole words: the byte at every position.
+        for len in 1..=20 {
+            for at in 0..len {
+                for b in [0x00, 0x1f, b'"', b'\\', b' ', b'a', 0x7f] {
+                    let mut bytes = vec![b'x'; len];
+                    bytes[at] = b;
+                    let text = String::from_utf8(bytes).unwrap();
+                    let mut out = String::new();
+                    push_quoted(&mut out, &text);
+                    assert_eq!(out, serde_json::to_string(&text).unwrap(), "{text:?}");
+                }
+            }
         }
     }
 
