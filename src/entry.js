@@ -154,6 +154,8 @@ function loadSetup(env) {
     wanted: names === null ? null : new Map(names.map((name, i) => [name, i])),
     baseDrop: new Set(baseDrop),
     dropPrefixes,
+    // headerKind's memory: header name → what is done with it.
+    kinds: new Map(),
     signingKey: seed === null ? null : importSigningKey(seed),
     upstreamAnswer,
     // routeSync's input buffer in this instance's memory (`inputBuffer`);
@@ -221,6 +223,29 @@ function isDropped(name, dropped, prefixes) {
   return false;
 }
 
+/** How many header names `headerKind` remembers before it starts over. */
+const KINDS_MAX = 256;
+
+/**
+ * What the entry does with a client header named `name`, remembered per
+ * name (one Map lookup per header instead of the drop tests): bit 0 set
+ * when it is always dropped, and above it the name's position in `wanted`
+ * plus one (0: not wanted).
+ */
+function headerKind(name) {
+  const { kinds, wanted } = setup;
+  let kind = kinds.get(name);
+  if (kind === undefined) {
+    const at = wanted === null ? undefined : wanted.get(name);
+    kind = ((at === undefined ? 0 : at + 1) << 1) | (isDropped(name, setup.baseDrop, setup.dropPrefixes) ? 1 : 0);
+    // Names are few in practice; a client sending endless new ones only
+    // makes this start over.
+    if (kinds.size >= KINDS_MAX) kinds.clear();
+    kinds.set(name, kind);
+  }
+  return kind;
+}
+
 /**
  * One pass over the client's headers (forEach: no iterator objects, one
  * call into the runtime): the values the rules need, joined by NUL in
@@ -230,13 +255,10 @@ function isDropped(name, dropped, prefixes) {
 function scanHeaders(headers, wanted) {
   const values = wanted === null ? null : new Array(wanted.size).fill("\u0001");
   const drops = [];
-  const { baseDrop, dropPrefixes } = setup;
   headers.forEach((value, name) => {
-    if (isDropped(name, baseDrop, dropPrefixes)) drops.push(name);
-    if (values !== null) {
-      const i = wanted.get(name);
-      if (i !== undefined) values[i] = value;
-    }
+    const kind = headerKind(name);
+    if ((kind & 1) === 1) drops.push(name);
+    if (kind > 1 && values !== null) values[(kind >> 1) - 1] = value;
   });
   return { joined: values === null ? undefined : values.join("\u0000"), drops };
 }
@@ -274,24 +296,31 @@ function fail(field, why, head, started) {
   return answer;
 }
 
+// A forward plan's fields by position (Plan::encode); the headers to set
+// follow from SET_FROM (router_core::plan::FORWARD_FIXED_FIELDS) as name,
+// value, name, value, …, so one split reads the whole plan.
+const [TARGET_URL, DROP, SIGN_INPUT, SIGN_HEADER, SIGN_FAILURE, UPSTREAM_FAILURE_LOG] = [1, 2, 3, 4, 5, 6];
+const [LOG_HEAD, LOG_TAIL, LOG_MIN_STATUS, NOT_FOUND_DELAY, REPORT, SET_FROM] = [7, 8, 9, 10, 11, 12];
+
+/** An answer plan's fields (`A, answer, log head, log tail, log min status`) as its Response, logged. */
+function answered(f, started) {
+  const res = response(f[1]);
+  writeLog(f[2], f[3], f[4], res.status, started);
+  return res;
+}
+
 /**
- * Does what the plan (from routeSync or routeAsync) says with `request`;
- * `drops`: the client headers `scanHeaders` found always dropped.
+ * The headers a forward plan `f` sends: the client's, less those
+ * `scanHeaders` found always dropped (`drops`) or the plan drops, with the
+ * plan's set. Fields are read by index and arrays by counted loops: no
+ * iterator objects on the usual path (they cost the most while V8 still
+ * runs this unoptimised).
  */
-async function apply(request, method, drops, plan, started) {
-  const f = plan.split(FIELD);
-  if (f[0] === "A") {
-    const [, answer, logHead, logTail, logMinStatus] = f;
-    const res = response(answer);
-    writeLog(logHead, logTail, logMinStatus, res.status, started);
-    return res;
-  }
-  const [, url, drop, set, signInput, signHeader, signFailure, upstreamFailureLog, logHead, logTail, logMinStatus, notFoundDelay, report] = f;
-  // Taken now: a panic elsewhere while this request awaits resets `setup`.
-  const { dropPrefixes, upstreamAnswer } = setup;
+function forwardedHeaders(request, drops, f, dropPrefixes) {
   const headers = new Headers(request.headers);
+  const drop = f[DROP];
   if (drop === "") {
-    for (const name of drops) headers.delete(name);
+    for (let i = 0; i < drops.length; i++) headers.delete(drops[i]);
   } else {
     // Names the client's Connection header listed besides the usual set.
     const dropped = new Set(drop.split(ITEM));
@@ -299,34 +328,49 @@ async function apply(request, method, drops, plan, started) {
       if (isDropped(name, dropped, dropPrefixes)) headers.delete(name);
     }
   }
-  const pairs = set.split(ITEM);
-  for (let i = 0; i + 1 < pairs.length; i += 2) headers.set(pairs[i], pairs[i + 1]);
-  if (signInput !== "") {
+  for (let i = SET_FROM; i + 1 < f.length; i += 2) headers.set(f[i], f[i + 1]);
+  return headers;
+}
+
+/**
+ * Does what the plan (from routeSync or routeAsync) says with `request`;
+ * `drops`: the client headers `scanHeaders` found always dropped.
+ */
+async function apply(request, method, drops, plan, started) {
+  const f = plan.split(FIELD);
+  if (f[0] === "A") return answered(f, started);
+  // Taken now: a panic elsewhere while this request awaits resets `setup`.
+  const { dropPrefixes, upstreamAnswer } = setup;
+  const headers = forwardedHeaders(request, drops, f, dropPrefixes);
+  const logHead = f[LOG_HEAD];
+  if (f[SIGN_INPUT] !== "") {
     try {
-      headers.set(signHeader, await signToken(signInput));
+      headers.set(f[SIGN_HEADER], await signToken(f[SIGN_INPUT]));
     } catch (error) {
-      if (signFailure !== "") return fail(signFailure, errorMessage(error), logHead, started);
+      if (f[SIGN_FAILURE] !== "") return fail(f[SIGN_FAILURE], errorMessage(error), logHead, started);
     }
   }
+  const report = f[REPORT];
   let upstream;
   const sent = Date.now();
   try {
-    upstream = await fetch(url, { method, headers, body: request.body, redirect: "manual" });
+    upstream = await fetch(f[TARGET_URL], { method, headers, body: request.body, redirect: "manual" });
   } catch (error) {
     if (report !== "") reportOutcome(report, 0, sent);
-    return fail(`${upstreamFailureLog}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started);
+    return fail(`${f[UPSTREAM_FAILURE_LOG]}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started);
   }
   const status = upstream.status;
   // A listed cell's outcome goes back to Rust (its circuit) only when the
   // plan asks for every outcome (a trial request) or the cell failed: the
   // usual answer costs no call.
   if (report !== "" && (report[0] === "a" || (status >= 502 && status <= 504))) reportOutcome(report, status, sent);
+  const notFoundDelay = f[NOT_FOUND_DELAY];
   if (status === 404 && notFoundDelay !== "0") {
     // GITLAB_NOT_FOUND_DELAY_MS, drawn by Rust: a timer, nothing read or
     // buffered; the upstream response is returned as it came.
     await new Promise((resolve) => setTimeout(resolve, Number(notFoundDelay)));
   }
-  writeLog(logHead, logTail, logMinStatus, status, started);
+  writeLog(logHead, f[LOG_TAIL], f[LOG_MIN_STATUS], status, started);
   return upstream;
 }
 
@@ -352,10 +396,7 @@ function internalError(error) {
   } catch {
     plan = INTERNAL_ERROR;
   }
-  const [, answer, logHead, logTail, logMinStatus] = plan.split(FIELD);
-  const res = response(answer);
-  writeLog(logHead, logTail, logMinStatus, res.status, started);
-  return res;
+  return answered(plan.split(FIELD), started);
 }
 
 /** Asked while the instance is known to work, for when it no longer does. */

@@ -897,7 +897,7 @@ fn outage_answer(config: &Config, registry: bool) -> Answer {
 }
 
 /// The router's own answer to a request, logged always.
-fn answer(log: &RequestLog, answer: Answer) -> Plan {
+fn answer(log: &RequestLog, answer: Answer) -> Plan<'static> {
     let (head, tail) = log.to_json_around_status();
     Plan::Answer {
         answer,
@@ -910,14 +910,14 @@ fn answer(log: &RequestLog, answer: Answer) -> Plan {
 }
 
 /// A request that ends in `error`: its answer, the error in its log line.
-fn failed(mut log: RequestLog, error: RouterError) -> Plan {
+fn failed(mut log: RequestLog, error: RouterError) -> Plan<'static> {
     log.add_error(&error);
     answer(&log, error.answer())
 }
 
 /// The plan for a routed request (`routed`: `None` when no ruleset is
 /// loaded): forward to its cell, or the router's own answer.
-fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>>) -> Plan {
+fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>>) -> Plan<'a> {
     let mut log = incoming.log(iso);
     let mut rule_type = None;
     // A classified request (or one a classify rule handed on): a 404 from
@@ -1029,10 +1029,13 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
     } else {
         Vec::new()
     };
-    let mut set: Vec<(Cow<'static, str>, String)> = Vec::with_capacity(8);
+    let mut set: Vec<(Cow<'static, str>, Cow<'a, str>)> = Vec::with_capacity(8);
     set.extend([
-        (X_FORWARDED_HOST.into(), incoming.public_host.clone()),
-        (X_FORWARDED_PROTO.into(), incoming.public_proto.to_string()),
+        (
+            X_FORWARDED_HOST.into(),
+            incoming.public_host.as_str().into(),
+        ),
+        (X_FORWARDED_PROTO.into(), incoming.public_proto.into()),
         // A spread rule proxies without classifying: cells know the
         // header's values `classify` and `proxy` only.
         (
@@ -1042,19 +1045,19 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
             } else {
                 log.action
             }
-            .to_string(),
+            .into(),
         ),
     ]);
     if let Some(rule_type) = rule_type {
-        set.push((RULE_TYPE_HEADER.into(), rule_type.to_string()));
+        set.push((RULE_TYPE_HEADER.into(), rule_type.into()));
     }
     if let Some(client) = forward::forwarded_for(parts.header(CF_CONNECTING_IP)) {
-        set.push((X_FORWARDED_FOR.into(), client.to_string()));
+        set.push((X_FORWARDED_FOR.into(), client.into()));
     }
     // Replaces a client's own X-Request-Id.
     for (name, value) in incoming.trace.headers() {
         if !value.is_empty() {
-            set.push((name.into(), value.to_string()));
+            set.push((name.into(), value.into()));
         }
     }
     let signing = signing_input.map(|input| Signing {
@@ -1070,12 +1073,28 @@ fn plan<'a>(iso: &'a Isolate, incoming: &'a Incoming, routed: Option<&Routed<'a>
         drop,
         set,
         signing,
-        upstream_failure_log: log.error_open("upstream fetch failed: "),
+        upstream_failure_log: upstream_failure_log(&log),
         log: log_plan(iso.request_logging(), &log, iso.random),
         not_found_delay_ms,
         report,
     }))
 }
+
+/// How the log line of a failed upstream fetch opens its `error`; without
+/// an earlier error (nearly always) the same for every request.
+fn upstream_failure_log(log: &RequestLog) -> Cow<'static, str> {
+    if log.error.is_none() {
+        Cow::Borrowed(UPSTREAM_FAILURE_OPEN)
+    } else {
+        Cow::Owned(log.error_open(UPSTREAM_FAILURE_STEP))
+    }
+}
+
+const UPSTREAM_FAILURE_STEP: &str = "upstream fetch failed: ";
+
+/// [`upstream_failure_log`] when nothing failed before the fetch:
+/// `error_open(UPSTREAM_FAILURE_STEP)` of a line without errors (tested).
+const UPSTREAM_FAILURE_OPEN: &str = r#","error":"upstream fetch failed: "#;
 
 /// The edge's pure parts, natively: settings to isolate state, header
 /// filling, and the plan for decided requests (no signing key, so nothing

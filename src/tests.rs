@@ -91,7 +91,7 @@ fn a_fixed_route_is_planned_with_every_forwarding_header() {
     let set: Vec<(&str, &str)> = f
         .set
         .iter()
-        .map(|(n, v)| (n.as_ref(), v.as_str()))
+        .map(|(n, v)| (n.as_ref(), v.as_ref()))
         .collect();
     assert_eq!(
         set,
@@ -122,6 +122,25 @@ fn a_fixed_route_is_planned_with_every_forwarding_header() {
 }
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// The upstream failure's log opening is the constant only while the line
+/// has no error, and then the same as `error_open` writes.
+#[test]
+fn the_upstream_failure_opening_is_error_open_s() {
+    let mut log = RequestLog::default();
+    assert_eq!(
+        upstream_failure_log(&log),
+        log.error_open(UPSTREAM_FAILURE_STEP)
+    );
+    assert!(matches!(upstream_failure_log(&log), Cow::Borrowed(_)));
+    log.add_error("the topology service timed out");
+    let opening = upstream_failure_log(&log);
+    assert_eq!(opening, log.error_open(UPSTREAM_FAILURE_STEP));
+    assert!(
+        opening.contains("timed out; upstream fetch failed: "),
+        "{opening}"
+    );
+}
 
 #[test]
 fn without_a_ray_or_a_valid_traceparent_both_are_generated() {

@@ -17,6 +17,9 @@ use crate::error::RouterError;
 pub const FIELD: char = '\u{0}';
 /// Separates the items of a list or pair inside a field.
 pub const ITEM: char = '\u{1}';
+/// A forward plan's fields before the headers it sets (`F` to the report):
+/// the entry's `SET_FROM`.
+pub const FORWARD_FIXED_FIELDS: usize = 12;
 
 /// A response the router gives itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,19 +122,21 @@ impl Report {
 
 /// Forward the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Forward {
+pub struct Forward<'a> {
     pub url: String,
     /// Client headers to delete; empty: the isolate's usual set
     /// (`routerSetup`).
     pub drop: Vec<String>,
-    /// Headers to set, in order (names are mostly constants: no copy).
-    pub set: Vec<(Cow<'static, str>, String)>,
+    /// Headers to set, in order: names are constants, values mostly
+    /// borrowed from the request's state (no copy; the plan is encoded
+    /// while that state is still there).
+    pub set: Vec<(Cow<'static, str>, Cow<'a, str>)>,
     pub signing: Option<Signing>,
     /// How a failed upstream fetch's log line opens its `error` (as
     /// [`Failure::log_error_open`]); the answer is the same for every
     /// request, [`encoded_upstream_failure_answer`], which the entry gets
     /// once.
-    pub upstream_failure_log: String,
+    pub upstream_failure_log: Cow<'a, str>,
     pub log: LogPlan,
     /// Milliseconds the entry waits before returning a 404 from the
     /// upstream (`GITLAB_NOT_FOUND_DELAY_MS`, drawn by Rust); 0: none. The
@@ -143,8 +148,8 @@ pub struct Forward {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
-    Forward(Box<Forward>),
+pub enum Plan<'a> {
+    Forward(Box<Forward<'a>>),
     /// Answer from the router, with its log line.
     Answer {
         answer: Answer,
@@ -259,15 +264,18 @@ fn parse_pairs(items: &[&str]) -> Option<Vec<(String, String)>> {
     )
 }
 
-impl Plan {
+impl Plan<'_> {
     /// The plan as the entry reads it, fields joined by [`FIELD`]:
     ///
-    /// * forward: `F, url, drop (names by ITEM; empty: the usual set), set
-    ///   (name ITEM value ITEM …), sign input (empty: unsigned), sign header,
-    ///   sign failure (a failure; empty: forward unsigned), upstream
-    ///   failure's log error opening (its answer is
-    ///   [`encoded_upstream_failure_answer`]), log head, log tail, log min status, 404 delay in ms (0:
-    ///   none), report (empty: none; [`Report::encode`])`
+    /// * forward: `F, url, drop (names by ITEM; empty: the usual set), sign
+    ///   input (empty: unsigned), sign header, sign failure (a failure;
+    ///   empty: forward unsigned), upstream failure's log error opening (its
+    ///   answer is [`encoded_upstream_failure_answer`]), log head, log tail,
+    ///   log min status, 404 delay in ms (0: none), report (empty: none;
+    ///   [`Report::encode`])`, then the headers to set, a field each for a
+    ///   name and its value (`name, value, name, value, …`): the entry
+    ///   splits the plan once and reads them from the first field after the
+    ///   report ([`FORWARD_FIXED_FIELDS`]).
     /// * answer: `A, answer, log head (empty: no line), log tail, log min
     ///   status`
     ///
@@ -296,8 +304,6 @@ impl Plan {
                     out.push_str(name);
                 }
                 out.push(FIELD);
-                push_pairs(&mut out, &f.set);
-                out.push(FIELD);
                 if let Some(s) = &f.signing {
                     out.push_str(&s.input);
                     out.push(FIELD);
@@ -320,20 +326,28 @@ impl Plan {
                 if let Some(report) = &f.report {
                     out.push_str(&report.encode());
                 }
+                for (name, value) in &f.set {
+                    out.push(FIELD);
+                    out.push_str(name);
+                    out.push(FIELD);
+                    out.push_str(value);
+                }
             }
         }
         out
     }
 
     /// Reads [`Plan::encode`]'s format back (tests and tools).
-    pub fn decode(text: &str) -> Option<Plan> {
+    pub fn decode(text: &str) -> Option<Plan<'static>> {
         let f: Vec<&str> = text.split(FIELD).collect();
         match f.as_slice() {
             ["A", answer, head, tail, min_status] => Some(Plan::Answer {
                 answer: parse_answer(answer)?,
                 log: parse_log(head, tail, min_status)?,
             }),
-            ["F", url, drop, set, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, delay, report] => {
+            ["F", url, drop, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, delay, report, set @ ..]
+                if set.len().is_multiple_of(2) =>
+            {
                 Some(Plan::Forward(Box::new(Forward {
                     url: url.to_string(),
                     drop: if drop.is_empty() {
@@ -341,9 +355,9 @@ impl Plan {
                     } else {
                         drop.split(ITEM).map(str::to_string).collect()
                     },
-                    set: parse_pairs(&set.split(ITEM).collect::<Vec<_>>())?
-                        .into_iter()
-                        .map(|(name, value)| (Cow::Owned(name), value))
+                    set: set
+                        .chunks(2)
+                        .map(|p| (Cow::Owned(p[0].to_string()), Cow::Owned(p[1].to_string())))
                         .collect(),
                     signing: if sign_input.is_empty() {
                         None
@@ -358,7 +372,7 @@ impl Plan {
                             },
                         })
                     },
-                    upstream_failure_log: upstream_failure.to_string(),
+                    upstream_failure_log: Cow::Owned(upstream_failure.to_string()),
                     log: parse_log(head, tail, min_status)??,
                     not_found_delay_ms: delay.parse().ok()?,
                     report: if report.is_empty() {
@@ -377,7 +391,7 @@ impl Plan {
 mod tests {
     use super::*;
 
-    fn forward(signing: Option<Signing>, drop: Vec<String>) -> Plan {
+    fn forward(signing: Option<Signing>, drop: Vec<String>) -> Plan<'static> {
         forward_reporting(signing, drop, None)
     }
 
@@ -385,7 +399,7 @@ mod tests {
         signing: Option<Signing>,
         drop: Vec<String>,
         report: Option<Report>,
-    ) -> Plan {
+    ) -> Plan<'static> {
         Plan::Forward(Box::new(Forward {
             url: "http://127.0.0.1:9102/a?b=c".into(),
             drop,
@@ -464,10 +478,39 @@ mod tests {
                 log: None,
             },
         ];
-        for plan in plans {
+        let mut nothing_set = forward(None, vec![]);
+        if let Plan::Forward(f) = &mut nothing_set {
+            f.set.clear();
+        }
+        for plan in plans.into_iter().chain([nothing_set]) {
             let encoded = plan.encode();
             assert_eq!(Plan::decode(&encoded).as_ref(), Some(&plan), "{encoded:?}");
         }
+    }
+
+    /// The entry reads the headers to set from field `SET_FROM` on, in
+    /// pairs, and the report just before them.
+    #[test]
+    fn headers_to_set_follow_the_fixed_fields() {
+        let report = Report {
+            cell: 2,
+            always: false,
+            long_lived: false,
+        };
+        let encoded = forward_reporting(None, vec![], Some(report)).encode();
+        let fields: Vec<&str> = encoded.split(FIELD).collect();
+        assert_eq!(fields[FORWARD_FIXED_FIELDS - 1], report.encode());
+        assert_eq!(
+            &fields[FORWARD_FIXED_FIELDS..],
+            [
+                "x-forwarded-host",
+                "gitlab.com",
+                "x-gitlab-http-router-rule-type",
+                "SESSION_PREFIX"
+            ]
+        );
+        let odd = format!("{encoded}{FIELD}x-lone-name");
+        assert_eq!(Plan::decode(&odd), None);
     }
 
     #[test]
