@@ -164,6 +164,15 @@ function loadSetup(env) {
   };
 }
 
+/** The input buffer as bytes (made anew when wasm memory has grown). */
+function inputView(input) {
+  // A view of a memory that has grown since is detached (length 0).
+  if (input.view === null || input.view.byteLength === 0) {
+    input.view = new Uint8Array(input.memory.buffer, input.address, input.capacity);
+  }
+  return input.view;
+}
+
 /**
  * Writes `text` as UTF-8 into routeSync's input buffer (native code, no
  * allocation in wasm) and returns its length in bytes.
@@ -177,11 +186,25 @@ function writeInput(text) {
     input.address = glue.inputBuffer(input.capacity);
     input.view = null;
   }
-  // A view of a memory that has grown since is detached (length 0).
-  if (input.view === null || input.view.byteLength === 0) {
-    input.view = new Uint8Array(input.memory.buffer, input.address, input.capacity);
-  }
-  return utf8.encodeInto(text, input.view).written;
+  return utf8.encodeInto(text, inputView(input)).written;
+}
+
+// routeSync's answers besides a plan's length (src/lib.rs NOT_ROUTED,
+// PLAN_TOO_LONG).
+const NOT_ROUTED = -1;
+const PLAN_TOO_LONG = -2;
+
+const utf8Decoder = new TextDecoder();
+
+/**
+ * routeSync over `text` (the URL, the method and the header values):
+ * the plan, which Rust wrote over the input buffer, or undefined when
+ * routeAsync must route the request.
+ */
+function routeSync(env, text) {
+  const length = glue.routeSync(env, writeInput(text));
+  if (length >= 0) return utf8Decoder.decode(inputView(setup.input).subarray(0, length));
+  return length === PLAN_TOO_LONG ? glue.takePlan() : undefined;
 }
 
 /**
@@ -248,19 +271,24 @@ function headerKind(name) {
 
 /**
  * One pass over the client's headers (forEach: no iterator objects, one
- * call into the runtime): the values the rules need, joined by NUL in
- * `wanted`'s order with an absent header as "\x01" (so they cross into wasm
- * as one string), and the names of those always dropped.
+ * call into the runtime): routeSync's input, the URL, the method and the
+ * values the rules need in `wanted`'s order, an absent header as
+ * "\x01", joined by NUL in one join (so they cross into wasm as one flat
+ * string; undefined when the rules need every header), and the names of
+ * the headers always dropped.
  */
-function scanHeaders(headers, wanted) {
-  const values = wanted === null ? null : new Array(wanted.size).fill("\u0001");
+function scanHeaders(headers, wanted, url, method) {
+  const parts = wanted === null ? null : new Array(wanted.size + 2).fill("\u0001");
   const drops = [];
   headers.forEach((value, name) => {
     const kind = headerKind(name);
     if ((kind & 1) === 1) drops.push(name);
-    if (kind > 1 && values !== null) values[(kind >> 1) - 1] = value;
+    if (kind > 1 && parts !== null) parts[(kind >> 1) + 1] = value;
   });
-  return { joined: values === null ? undefined : values.join("\u0000"), drops };
+  if (parts === null) return { input: undefined, drops };
+  parts[0] = url;
+  parts[1] = method;
+  return { input: parts.join("\u0000"), drops };
 }
 
 function errorMessage(error) {
@@ -316,15 +344,15 @@ function answered(f, started) {
  * iterator objects on the usual path (they cost the most while V8 still
  * runs this unoptimised).
  */
-function forwardedHeaders(request, drops, f, dropPrefixes) {
-  const headers = new Headers(request.headers);
+function forwardedHeaders(client, drops, f, dropPrefixes) {
+  const headers = new Headers(client);
   const drop = f[DROP];
   if (drop === "") {
     for (let i = 0; i < drops.length; i++) headers.delete(drops[i]);
   } else {
     // Names the client's Connection header listed besides the usual set.
     const dropped = new Set(drop.split(ITEM));
-    for (const name of request.headers.keys()) {
+    for (const name of client.keys()) {
       if (isDropped(name, dropped, dropPrefixes)) headers.delete(name);
     }
   }
@@ -333,15 +361,16 @@ function forwardedHeaders(request, drops, f, dropPrefixes) {
 }
 
 /**
- * Does what the plan (from routeSync or routeAsync) says with `request`;
- * `drops`: the client headers `scanHeaders` found always dropped.
+ * Does what the plan (from routeSync or routeAsync) says with `request`
+ * (`client`: its headers); `drops`: the client headers `scanHeaders` found
+ * always dropped.
  */
-async function apply(request, method, drops, plan, started) {
+async function apply(request, client, method, drops, plan, started) {
   const f = plan.split(FIELD);
   if (f[0] === "A") return answered(f, started);
   // Taken now: a panic elsewhere while this request awaits resets `setup`.
   const { dropPrefixes, upstreamAnswer } = setup;
-  const headers = forwardedHeaders(request, drops, f, dropPrefixes);
+  const headers = forwardedHeaders(client, drops, f, dropPrefixes);
   const logHead = f[LOG_HEAD];
   if (f[SIGN_INPUT] !== "") {
     try {
@@ -412,13 +441,16 @@ export default {
       }
       const url = request.url;
       const method = request.method;
-      const { joined, drops } = scanHeaders(request.headers, setup.wanted);
-      let plan =
-        joined === undefined ? undefined : glue.routeSync(env, writeInput(`${url}\0${method}\0${joined}`));
+      // Each read of a Request property is a call into workerd: once each.
+      const client = request.headers;
+      const { input, drops } = scanHeaders(client, setup.wanted, url, method);
+      let plan = input === undefined ? undefined : routeSync(env, input);
       if (plan === undefined) {
+        // The header values alone, as routeAsync takes them.
+        const joined = input === undefined ? undefined : input.slice(url.length + method.length + 2);
         plan = await unlessPanic(glue.routeAsync(env, ctx, request, url, method, joined));
       }
-      return await apply(request, method, drops, plan, started);
+      return await apply(request, client, method, drops, plan, started);
     } catch (error) {
       if (error instanceof WebAssembly.RuntimeError) restartWasm();
       return internalError(error);

@@ -120,6 +120,9 @@ thread_local! {
     /// character-by-character copy of three strings into three fresh
     /// allocations). Sized by [`input_buffer`].
     static INPUT: RefCell<Box<[u8]>> = RefCell::new(Box::default());
+    /// A plan [`route_sync`] found too long for the input buffer, until
+    /// the entry takes it ([`take_plan`]).
+    static LONG_PLAN: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
 /// Makes [`route_sync`]'s input buffer `capacity` bytes (its contents are
@@ -485,10 +488,15 @@ pub async fn router_scheduled(env: Env) {
     web_sys::console::log_1(&record.summary_line(&iso.config.cells).into());
 }
 
-/// Routes a request whose route is known without waiting, and returns its
-/// encoded plan; `None` sends the request to [`route_async`] (a
-/// classification the memory cache does not hold, a URL that does not
-/// parse, headers that need asking one by one).
+/// Routes a request whose route is known without waiting, and writes its
+/// encoded plan over the [`input_buffer`] (read by then): returns the
+/// plan's length in bytes, [`NOT_ROUTED`] to send the request to
+/// [`route_async`] (a classification the memory cache does not hold, a URL
+/// that does not parse, headers that need asking one by one), or
+/// [`PLAN_TOO_LONG`] for a plan longer than the buffer, which
+/// [`take_plan`] then returns. Nothing is allocated for the entry to free
+/// and no result array is made (a returned `String` cost both, and a
+/// shrinking copy).
 ///
 /// The input: the first `len` bytes of the [`input_buffer`], UTF-8, the
 /// URL, NUL, the method, NUL, then the values of the names from
@@ -496,12 +504,39 @@ pub async fn router_scheduled(env: Env) {
 /// (the entry's `scanHeaders`). Input that does not read so goes to
 /// [`route_async`], which is handed the same parts as strings.
 #[wasm_bindgen(js_name = routeSync)]
-pub fn route_sync(env: Env, len: usize) -> Option<String> {
-    INPUT.with(|input| {
+pub fn route_sync(env: Env, len: usize) -> i32 {
+    let plan = INPUT.with(|input| {
         let input = input.borrow();
         let (url, method, headers) = split_input(input.get(..len)?)?;
         route_sync_parts(&env, url, method, headers)
+    });
+    let Some(plan) = plan else {
+        return NOT_ROUTED;
+    };
+    INPUT.with(|input| match input.borrow_mut().get_mut(..plan.len()) {
+        Some(room) => {
+            room.copy_from_slice(plan.as_bytes());
+            // The buffer is at most a few MiB (the entry sizes it by the
+            // request's URL and headers).
+            i32::try_from(plan.len()).unwrap_or(PLAN_TOO_LONG)
+        }
+        None => {
+            LONG_PLAN.with(|long| *long.borrow_mut() = Some(plan));
+            PLAN_TOO_LONG
+        }
     })
+}
+
+/// [`route_sync`]: the request goes to [`route_async`].
+const NOT_ROUTED: i32 = -1;
+/// [`route_sync`]: the plan did not fit the input buffer; [`take_plan`]
+/// has it.
+const PLAN_TOO_LONG: i32 = -2;
+
+/// The plan [`route_sync`] could not write into the input buffer.
+#[wasm_bindgen(js_name = takePlan)]
+pub fn take_plan() -> Option<String> {
+    LONG_PLAN.with(|long| long.borrow_mut().take())
 }
 
 /// [`route_sync`]'s input as its URL, method and joined header values.

@@ -55,14 +55,17 @@ test("a glue without the reinit export logs one clear error and still routes", a
   }
 });
 
+/** The glue with routeAsync throwing: a 200 was answered by routeSync alone. */
+function withoutRouteAsync(text) {
+  const calls = text.match(/[\w$]+\.routeAsync\(/g) ?? [];
+  assert.equal(calls.length, 1, "the glue calls the wasm export once");
+  return text.replace(calls[0], '(() => { throw new Error("routeAsync disabled by the test"); })(');
+}
+
 test("routeSync answers from the input the entry writes into wasm memory: routeAsync is never needed, a 30 KB latin-1 cookie included", async () => {
   // A copy of the build whose routeAsync throws: every request it would
   // take fails, so a 200 here was answered by routeSync alone.
-  const build = patchedBuild("glue-test-sync-build", (text) => {
-    const calls = text.match(/[\w$]+\.routeAsync\(/g) ?? [];
-    assert.equal(calls.length, 1, "the glue calls the wasm export once");
-    return text.replace(calls[0], '(() => { throw new Error("routeAsync disabled by the test"); })(');
-  });
+  const build = patchedBuild("glue-test-sync-build", withoutRouteAsync);
   const stack = await startStack({ ruleset: "session_prefix", build: build.copy });
   try {
     // The buffer starts at 4 KiB: this request grows it and wasm memory
@@ -83,6 +86,32 @@ test("routeSync answers from the input the entry writes into wasm memory: routeA
     // The patch bites: a session the memory cache does not hold needs routeAsync.
     const unknown = await request(`${stack.url}/needs-service`, { headers: { cookie: sessionCookie(2) } });
     assert.notEqual(unknown.status, 200, "routeAsync is really off in this copy");
+  } finally {
+    await stack.stop();
+    build.remove();
+  }
+});
+
+test("a plan longer than routeSync's buffer reaches the entry whole (takePlan)", async () => {
+  // routeSync writes its plan over the input buffer (at least 4 KiB, three
+  // bytes per character of the input); a plan that does not fit is handed
+  // over by takePlan. Here the buffer starts at 16 bytes, so every plan is
+  // too long for it, and routeAsync is off as above.
+  const build = patchedBuild("glue-test-long-plan-build", (text) => {
+    assert.equal(text.split("Math.max(4096,").length, 2, "the entry sizes the buffer at one place");
+    return withoutRouteAsync(text.replace("Math.max(4096,", "Math.max(16,"));
+  });
+  const stack = await startStack({ ruleset: "session_prefix", build: build.copy });
+  try {
+    for (const path of ["/short", `/${"long/".repeat(400)}end?q=${"v".repeat(500)}`]) {
+      const res = await request(`${stack.url}${path}`, { headers: { "x-request-id": "ignored" } });
+      assert.equal(res.status, 200, `${path.slice(0, 40)}: ${res.text.slice(0, 200)}`);
+      const echo = res.json();
+      assert.equal(echo.cell, "1");
+      assert.equal(`${echo.path}${echo.query ? `?${echo.query}` : ""}`, path, "forwarded to the planned URL");
+      assert.equal(echo.headers["x-gitlab-http-router-rule-action"], "proxy", "the plan's headers were set");
+      assert.match(echo.headers.traceparent ?? "", /^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+    }
   } finally {
     await stack.stop();
     build.remove();
