@@ -201,8 +201,8 @@ const utf8Decoder = new TextDecoder();
  * the plan, which Rust wrote over the input buffer, or undefined when
  * routeAsync must route the request.
  */
-function routeSync(env, text) {
-  const length = glue.routeSync(env, writeInput(text));
+function routeSync(text) {
+  const length = glue.routeSync(writeInput(text));
   if (length >= 0) return utf8Decoder.decode(inputView(setup.input).subarray(0, length));
   return length === PLAN_TOO_LONG ? glue.takePlan() : undefined;
 }
@@ -444,7 +444,7 @@ export default {
       // Each read of a Request property is a call into workerd: once each.
       const client = request.headers;
       const { input, drops } = scanHeaders(client, setup.wanted, url, method);
-      let plan = input === undefined ? undefined : routeSync(env, input);
+      let plan = input === undefined ? undefined : routeSync(input);
       if (plan === undefined) {
         // The header values alone, as routeAsync takes them.
         const joined = input === undefined ? undefined : input.slice(url.length + method.length + 2);

@@ -503,12 +503,20 @@ pub async fn router_scheduled(env: Env) {
 /// [`router_setup`], in order, joined by NUL, an absent header as `\x01`
 /// (the entry's `scanHeaders`). Input that does not read so goes to
 /// [`route_async`], which is handed the same parts as strings.
+///
+/// No `Env` is passed: the isolate's state was made by [`router_setup`],
+/// which the entry calls first (and again after a panic); without it the
+/// request goes to [`route_async`]. An `Env` argument cost ~0.9 k wasm
+/// instructions a call in wasm-bindgen's externref shim.
 #[wasm_bindgen(js_name = routeSync)]
-pub fn route_sync(env: Env, len: usize) -> i32 {
+pub fn route_sync(len: usize) -> i32 {
+    let Some(iso) = ISOLATE.with(|cell| cell.get().cloned()) else {
+        return NOT_ROUTED;
+    };
     let plan = INPUT.with(|input| {
         let input = input.borrow();
         let (url, method, headers) = split_input(input.get(..len)?)?;
-        route_sync_parts(&env, url, method, headers)
+        route_sync_parts(&iso, url, method, headers)
     });
     let Some(plan) = plan else {
         return NOT_ROUTED;
@@ -547,8 +555,7 @@ fn split_input(bytes: &[u8]) -> Option<(&str, &str, &str)> {
     Some((url, method, headers))
 }
 
-fn route_sync_parts(env: &Env, url: &str, method: &str, headers: &str) -> Option<String> {
-    let iso = isolate(env);
+fn route_sync_parts(iso: &Isolate, url: &str, method: &str, headers: &str) -> Option<String> {
     let names = iso.header_names.as_ref()?;
     // One clock read for the whole call (the checks below, the memory
     // cache, the cell's circuit).
@@ -576,10 +583,10 @@ fn route_sync_parts(env: &Env, url: &str, method: &str, headers: &str) -> Option
         }
     }
     let Some(rules) = iso.ruleset.as_ref().filter(|_| !iso.passthrough()) else {
-        return Some(plan(&iso, &incoming, None).encode());
+        return Some(plan(iso, &incoming, None).encode());
     };
     match route::route_from_memory(rules, iso.resolver.as_ref(), &incoming.parts) {
-        Ok(routed) => Some(plan(&iso, &incoming, Some(&routed)).encode()),
+        Ok(routed) => Some(plan(iso, &incoming, Some(&routed)).encode()),
         Err(pending) => {
             PENDING.with(|p| *p.borrow_mut() = Some((url.to_string(), incoming, pending)));
             None
