@@ -189,9 +189,8 @@ function writeInput(text) {
   return utf8.encodeInto(text, inputView(input)).written;
 }
 
-// routeSync's answers besides a plan's length (src/lib.rs NOT_ROUTED,
-// PLAN_TOO_LONG).
-const NOT_ROUTED = -1;
+// routeSync's answer when its plan did not fit the input buffer (src/lib.rs
+// PLAN_TOO_LONG); any other negative answer (NOT_ROUTED) means routeAsync.
 const PLAN_TOO_LONG = -2;
 
 const utf8Decoder = new TextDecoder();

@@ -521,16 +521,17 @@ pub fn route_sync(len: usize) -> i32 {
     let Some(plan) = plan else {
         return NOT_ROUTED;
     };
-    INPUT.with(|input| match input.borrow_mut().get_mut(..plan.len()) {
-        Some(room) => {
-            room.copy_from_slice(plan.as_bytes());
-            // The buffer is at most a few MiB (the entry sizes it by the
-            // request's URL and headers).
-            i32::try_from(plan.len()).unwrap_or(PLAN_TOO_LONG)
-        }
-        None => {
-            LONG_PLAN.with(|long| *long.borrow_mut() = Some(plan));
-            PLAN_TOO_LONG
+    INPUT.with(|input| {
+        let mut input = input.borrow_mut();
+        match (input.get_mut(..plan.len()), i32::try_from(plan.len())) {
+            (Some(room), Ok(length)) => {
+                room.copy_from_slice(plan.as_bytes());
+                length
+            }
+            _ => {
+                LONG_PLAN.with(|long| *long.borrow_mut() = Some(plan));
+                PLAN_TOO_LONG
+            }
         }
     })
 }
