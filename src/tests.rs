@@ -544,6 +544,24 @@ fn header_values_that_hold_the_separator_are_asked_again() {
     let mut parts = RequestParts::default();
     assert!(fill_headers(&mut parts, &names, "x\u{0}\u{1}"));
     assert_eq!(parts.headers, [("a".to_string(), "x".to_string())]);
+    // Empty values and the last one present; one name alone.
+    let mut parts = RequestParts::default();
+    assert!(fill_headers(&mut parts, &names, "\u{0}é z"));
+    assert_eq!(
+        parts.headers,
+        [
+            ("a".to_string(), String::new()),
+            ("b".to_string(), "é z".to_string())
+        ]
+    );
+    let one = vec!["a".to_string()];
+    assert!(fill_headers(&mut parts, &one, "\u{1}"));
+    assert!(
+        !fill_headers(&mut parts, &one, "\u{1}\u{0}"),
+        "a separator in the last"
+    );
+    assert!(!fill_headers(&mut parts, &[], ""), "no names");
+    assert_eq!(parts.headers.len(), 2, "nothing added by the mismatches");
 }
 
 #[test]
