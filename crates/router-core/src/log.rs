@@ -276,44 +276,29 @@ pub fn push_escaped(out: &mut String, text: &str) {
         out.push_str(text);
         return;
     }
-    let bytes = text.as_bytes();
     let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        // Eight bytes at a time while none needs escaping (nearly every
-        // byte of a log line); a word that holds one is taken byte by byte.
-        let end = match bytes[i..].first_chunk::<8>() {
-            Some(word) if !word_needs_escape(*word) => {
-                i += 8;
-                continue;
-            }
-            Some(_) => i + 8,
-            None => bytes.len(),
-        };
-        for (at, &b) in bytes.iter().enumerate().take(end).skip(i) {
-            if b >= 0x20 && b != b'"' && b != b'\\' {
-                continue;
-            }
-            let short = match b {
-                b'"' => "\\\"",
-                b'\\' => "\\\\",
-                b'\n' => "\\n",
-                b'\r' => "\\r",
-                b'\t' => "\\t",
-                0x08 => "\\b",
-                0x0c => "\\f",
-                _ => "",
-            };
-            out.push_str(&text[start..at]);
-            if short.is_empty() {
-                out.push_str("\\u00");
-                crate::hex::push_hex(out, &[b]);
-            } else {
-                out.push_str(short);
-            }
-            start = at + 1;
+    for (at, &b) in text.as_bytes().iter().enumerate() {
+        if !byte_needs_escape(b) {
+            continue;
         }
-        i = end;
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            _ => "",
+        };
+        out.push_str(&text[start..at]);
+        if short.is_empty() {
+            out.push_str("\\u00");
+            crate::hex::push_hex(out, &[b]);
+        } else {
+            out.push_str(short);
+        }
+        start = at + 1;
     }
     out.push_str(&text[start..]);
 }
@@ -329,8 +314,13 @@ fn needs_escape(bytes: &[u8]) -> bool {
     match bytes.last_chunk::<8>() {
         Some(last) if !rest.is_empty() => word_needs_escape(*last),
         Some(_) => false,
-        None => rest.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\'),
+        None => rest.iter().any(|&b| byte_needs_escape(b)),
     }
+}
+
+/// A control character, `"` or `\`.
+fn byte_needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
 }
 
 /// Whether one of these 8 bytes is a control character, `"` or `\`
