@@ -65,6 +65,9 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const env = process.env;
 const QUICK = env.BENCH_QUICK === "1";
 const num = (name, dflt) => (env[name] !== undefined && env[name] !== "" ? Number(env[name]) : dflt);
+// The run's directory kept (the callgrind files and V8's perf map of an
+// instruction count, for callgrind_annotate).
+const KEEP_WORK = env.BENCH_KEEP_WORK === "1";
 const OPT = {
   seconds: num("BENCH_SECONDS", QUICK ? 2 : 8),
   warmupSeconds: num("BENCH_WARMUP_SECONDS", 1),
@@ -83,8 +86,11 @@ const OPT = {
   // Pairs of configurations loaded side by side (a:b,...), instead of the
   // measured rounds (bench/paired.mjs).
   paired: parsePairs(env.BENCH_PAIRED ?? ""),
-  // Only these configurations (plus `null`, `floor-log` and `peer-log`, the ratios' baselines).
+  // Only these configurations (plus `null`, `floor-log` and `peer-log`, the
+  // ratios' baselines, unless BENCH_SKIP_YARDSTICKS=1: an A/B of two builds).
   configs: (env.BENCH_CONFIGS ?? "").split(",").filter(Boolean),
+  skipYardsticks: env.BENCH_SKIP_YARDSTICKS === "1",
+  keepWork: KEEP_WORK,
   // Instructions per request under callgrind instead of the timed rounds
   // (bench/instructions.mjs).
   instructions: env.BENCH_INSTRUCTIONS === "1",
@@ -98,7 +104,7 @@ const OPT = {
     // More V8 flags for the counted workerd, e.g. "--log-deopt": what V8
     // logs goes to the configuration's v8.log (kept with BENCH_KEEP_WORK=1).
     v8Flags: (env.BENCH_V8_FLAGS ?? "").split(" ").filter(Boolean),
-    keep: env.BENCH_KEEP_WORK === "1",
+    keep: KEEP_WORK,
   },
 };
 // The peer and the floor, used in place (not copied into the repository).
@@ -597,9 +603,7 @@ function parseDivan(text) {
 async function main() {
   mkdirSync(OUT_DIR, { recursive: true });
   const work = mkdtempSync(join(tmpdir(), "router-bench-"));
-  // Removed at the end unless BENCH_KEEP_WORK=1 (the callgrind files of an
-  // instruction count, for callgrind_annotate).
-  if (env.BENCH_KEEP_WORK === "1") log(`work directory kept: ${work}`);
+  if (OPT.keepWork) log(`work directory kept: ${work}`);
   else process.once("exit", () => rmSync(work, { recursive: true, force: true }));
   log(`options ${JSON.stringify(OPT)}`);
 
@@ -685,8 +689,7 @@ async function main() {
   if (OPT.configs.length) {
     const unknown = OPT.configs.filter((c) => !specs.some((s) => s.name === c));
     if (unknown.length) throw new Error(`BENCH_CONFIGS names unknown configurations: ${unknown.join(", ")}`);
-    // BENCH_SKIP_YARDSTICKS=1: only the named rows (an A/B of two builds).
-    const baselines = env.BENCH_SKIP_YARDSTICKS === "1" ? [] : ["null", "floor-log", "peer-log"];
+    const baselines = OPT.skipYardsticks ? [] : ["null", "floor-log", "peer-log"];
     const paired = OPT.paired.flat();
     specs.splice(0, specs.length, ...specs.filter((s) => baselines.includes(s.name) || OPT.configs.includes(s.name) || paired.includes(s.name)));
   }
