@@ -104,16 +104,44 @@ test("a plan longer than routeSync's buffer reaches the entry whole (takePlan)",
   const stack = await startStack({ ruleset: "session_prefix", build: build.copy });
   try {
     for (const path of ["/short", `/${"long/".repeat(400)}end?q=${"v".repeat(500)}`]) {
-      const res = await request(`${stack.url}${path}`, { headers: { "x-request-id": "ignored" } });
+      const res = await request(`${stack.url}${path}`, { headers: { "x-request-id": "from-the-client" } });
       assert.equal(res.status, 200, `${path.slice(0, 40)}: ${res.text.slice(0, 200)}`);
       const echo = res.json();
       assert.equal(echo.cell, "1");
       assert.equal(`${echo.path}${echo.query ? `?${echo.query}` : ""}`, path, "forwarded to the planned URL");
       assert.equal(echo.headers["x-gitlab-http-router-rule-action"], "proxy", "the plan's headers were set");
+      assert.notEqual(echo.headers["x-request-id"], "from-the-client", "the plan's request id replaced the client's");
       assert.match(echo.headers.traceparent ?? "", /^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
     }
   } finally {
     await stack.stop();
     build.remove();
+  }
+});
+
+test("hundreds of new header names: the entry's per-name memory starts over and every request is still routed and filtered", async () => {
+  // The entry remembers what it does with each header name (wanted, always
+  // dropped) for at most 256 names, then starts over. Four requests bring
+  // 320 new names (80 each: the cells take at most 100 headers); then the
+  // session cookie and two headers always dropped come for the first time.
+  const stack = await startStack({ ruleset: "session_prefix" });
+  const junk = (round) => Object.fromEntries(Array.from({ length: 80 }, (_, i) => [`x-junk-${round}-${i}`, "1"]));
+  try {
+    for (let round = 0; round < 4; round++) {
+      const res = await request(`${stack.url}/explore`, { headers: junk(round) });
+      assert.equal(res.status, 200, `round ${round}: ${res.text.slice(0, 200)}`);
+      assert.equal(res.json().headers[`x-junk-${round}-79`], "1", `round ${round}: forwarded`);
+    }
+    const res = await request(`${stack.url}/dashboard`, {
+      headers: { ...junk(4), cookie: sessionCookie(2), "x-forwarded-foo": "evil", x_gitlab_http_router_rule_type: "forged" },
+    });
+    assert.equal(res.status, 200, res.text.slice(0, 200));
+    const echo = res.json();
+    assert.equal(echo.cell, "2", "routed by the session cookie, a name first seen after the memory filled");
+    assert.equal(echo.headers["x-forwarded-foo"], undefined, "dropped (x-forwarded-*)");
+    assert.equal(echo.headers.x_gitlab_http_router_rule_type, undefined, "dropped (the router's own, _ for -)");
+    assert.equal(echo.headers["x-junk-4-79"], "1", "other headers forwarded");
+  } finally {
+    await stack.stop();
   }
 });
