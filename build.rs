@@ -67,9 +67,13 @@ fn main() {
                     format!("Some(&[{}])", ps.join(", "))
                 }
             };
+            let sequence = match facts.sequence {
+                None => "None".to_string(),
+                Some(code) => format!("Some(&{code:?})"),
+            };
             write!(
                 table,
-                "router_core::ruleset::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, frame: {:?} }}, ",
+                "router_core::ruleset::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, frame: {:?}, sequence: {sequence} }}, ",
                 facts.source, facts.names, facts.frame
             )
             .unwrap();

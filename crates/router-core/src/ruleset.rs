@@ -14,6 +14,7 @@ mod lazy;
 mod model;
 mod prefix;
 mod rollout;
+mod sequence;
 mod spec;
 
 use serde_json::Value;
@@ -24,6 +25,7 @@ use crate::request::RequestParts;
 use compile::{compile_rule, header_interest, RuleCompiler};
 pub use decision::{Action, Decision};
 use eval::Eval;
+use lazy::Regex;
 pub use lazy::{OwnedRegexFacts, RegexFacts, RegexTable};
 pub use model::Rule;
 use model::RuleAction;
@@ -57,7 +59,7 @@ impl Ruleset {
     /// Parses, validates and compiles a ruleset. `name` is used in errors
     /// (the file stem, e.g. `session_token`).
     pub fn from_json(name: &str, json: &str) -> Result<Ruleset, RulesetError> {
-        Self::parse(name, json, None)
+        Self::parse(name, json)
     }
 
     /// [`Ruleset::from_json`] for a ruleset that `from_json` accepted at
@@ -91,7 +93,7 @@ impl Ruleset {
         out
     }
 
-    fn parse(name: &str, json: &str, lazy: Option<RegexTable>) -> Result<Ruleset, RulesetError> {
+    fn parse(name: &str, json: &str) -> Result<Ruleset, RulesetError> {
         let doc: Value = serde_json::from_str(json).map_err(|e| RulesetError::Json {
             ruleset: name.to_string(),
             message: e.to_string(),
@@ -124,7 +126,7 @@ impl Ruleset {
                 }),
             }
         });
-        Self::compile(name, specs, lazy)
+        Self::compile(name, specs, &Regex::eager)
     }
 
     /// [`Ruleset::from_prechecked_json`]'s reading: the rules straight into
@@ -152,15 +154,17 @@ impl Ruleset {
             .into_iter()
             .enumerate()
             .map(|(index, spec)| Ok((label(spec.id.as_deref(), index), spec)));
-        Self::compile(name, specs, Some(regexes))
+        Self::compile(name, specs, &|source| Regex::lazy(source, regexes))
     }
 
     /// Compiles the rules in order (`(label, spec)`: the label names the
-    /// rule in errors) and checks the ruleset as a whole.
+    /// rule in errors) and checks the ruleset as a whole; `make_regex`:
+    /// [`Regex::eager`] or [`Regex::lazy`] (passed, not chosen here, so
+    /// the worker's wasm holds only the one it uses).
     fn compile(
         name: &str,
         specs: impl ExactSizeIterator<Item = Result<(String, RuleSpec), RulesetError>>,
-        lazy: Option<RegexTable>,
+        make_regex: &dyn Fn(&str) -> Result<Regex, String>,
     ) -> Result<Ruleset, RulesetError> {
         if specs.len() == 0 {
             return Err(RulesetError::Shape {
@@ -175,7 +179,7 @@ impl Ruleset {
             let compiler = RuleCompiler {
                 ruleset: name,
                 rule: label,
-                lazy,
+                make_regex,
             };
             let rule = compile_rule(&compiler, spec, index)?;
             if let Some(earlier) = &catch_all {

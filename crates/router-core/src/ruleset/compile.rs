@@ -1,7 +1,7 @@
 //! Compilation: the JSON model checked and turned into rules, with errors
 //! that name the ruleset, the rule and the field.
 
-use super::lazy::{Regex, RegexTable};
+use super::lazy::Regex;
 
 use super::model::*;
 use super::spec::*;
@@ -17,10 +17,9 @@ use crate::transform::TransformKind;
 pub(super) struct RuleCompiler<'a> {
     pub(super) ruleset: &'a str,
     pub(super) rule: String,
-    /// Regexes compiled on first use, their capture names from the table
-    /// (rulesets compiled whole at build time; see `lazy`); `None`:
-    /// compiled now.
-    pub(super) lazy: Option<RegexTable<'a>>,
+    /// Makes a rule's regex: [`Regex::lazy`] over the build-time table
+    /// (rulesets compiled whole at build time) or [`Regex::eager`].
+    pub(super) make_regex: &'a dyn Fn(&str) -> Result<Regex, String>,
 }
 
 impl RuleCompiler<'_> {
@@ -33,11 +32,8 @@ impl RuleCompiler<'_> {
     }
 
     pub(super) fn regex(&self, field: &str, source: &str) -> Result<Regex, RulesetError> {
-        let re = match self.lazy {
-            Some(table) => Regex::lazy(source, table),
-            None => Regex::eager(source),
-        };
-        re.map_err(|e| self.err(format!("{field}: invalid regex {source:?}: {e}")))
+        (self.make_regex)(source)
+            .map_err(|e| self.err(format!("{field}: invalid regex {source:?}: {e}")))
     }
 
     pub(super) fn opt_regex(

@@ -48,8 +48,8 @@ pub(super) fn match_value<'r, 'q>(
     if re.captures_len() == 1 {
         return re.is_match(&value);
     }
-    if let Some(framed) = re.framed_match(&value) {
-        let Some(span) = framed else {
+    if let Some(found) = re.group_match(&value) {
+        let Some(span) = found else {
             return false;
         };
         if let Some(name) = re.capture_names().nth(1).flatten() {
@@ -173,6 +173,15 @@ impl Rule {
                 .and_then(|output| match (&transform.extract, output) {
                     (None, output) => Some(output),
                     (Some(re), Output::Text(text)) => {
+                        if let Some(found) = re.group_match(&text) {
+                            let span = found?;
+                            let name = re.capture_names().nth(1).flatten();
+                            return Some(Output::Fields(
+                                name.map(|n| (n.to_string(), text[span].to_string()))
+                                    .into_iter()
+                                    .collect(),
+                            ));
+                        }
                         let caps = re.captures(&text)?;
                         let fields = re
                             .capture_names()

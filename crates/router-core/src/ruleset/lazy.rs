@@ -23,6 +23,7 @@ use regex_syntax::ast::{self, Ast};
 
 use super::frame::capture_frame;
 use super::prefix::required_prefixes;
+use super::sequence;
 
 /// What `build.rs` records of one regex of a ruleset, so that a fresh
 /// isolate loads it without parsing the regex.
@@ -37,6 +38,8 @@ pub struct RegexFacts<'a> {
     /// The bytes before and after its one group in every match
     /// (`frame.rs`); `None`: not of that shape.
     pub frame: Option<(u32, u32)>,
+    /// The regex as a sequence (`sequence.rs`); `None`: not one.
+    pub sequence: Option<&'a [u32]>,
 }
 
 /// [`RegexFacts`] of a compiled regex, borrowed from it: what
@@ -48,6 +51,7 @@ pub struct OwnedRegexFacts<'a> {
     pub names: Vec<Option<&'a str>>,
     pub prefixes: Option<Vec<&'a [u8]>>,
     pub frame: Option<(u32, u32)>,
+    pub sequence: Option<&'a [u32]>,
 }
 
 impl OwnedRegexFacts<'_> {
@@ -57,6 +61,7 @@ impl OwnedRegexFacts<'_> {
             names: &self.names,
             prefixes: self.prefixes.as_deref(),
             frame: self.frame,
+            sequence: self.sequence,
         }
     }
 }
@@ -85,18 +90,32 @@ pub(crate) struct Regex {
     prefixes: Prefixes,
     /// See [`RegexFacts::frame`].
     frame: Option<(u32, u32)>,
+    /// See [`RegexFacts::sequence`]: matched without compiling the regex.
+    sequence: Option<Box<sequence::Code>>,
     compiled: OnceLock<regex::Regex>,
 }
 
 /// Required prefixes, as a [`Regex`] keeps them.
 type Prefixes = Option<Box<[Box<[u8]>]>>;
 
-/// A regex's required prefixes (`prefix.rs`) and frame (`frame.rs`),
-/// found from its source: what the table holds for a listed regex.
-fn analysed(source: &str) -> (Prefixes, Option<(u32, u32)>) {
-    let prefixes =
-        required_prefixes(source).map(|ps| ps.into_iter().map(Vec::into_boxed_slice).collect());
-    (prefixes, capture_frame(source))
+/// What the table holds of a listed regex, found from its source.
+struct Analysis {
+    /// Its required prefixes (`prefix.rs`).
+    prefixes: Prefixes,
+    /// Its frame (`frame.rs`).
+    frame: Option<(u32, u32)>,
+    /// It as a sequence (`sequence.rs`).
+    sequence: Option<Box<sequence::Code>>,
+}
+
+/// `source`'s prefixes and frame (its sequence is for the caller to add).
+fn analysed(source: &str) -> Analysis {
+    Analysis {
+        prefixes: required_prefixes(source)
+            .map(|ps| ps.into_iter().map(Vec::into_boxed_slice).collect()),
+        frame: capture_frame(source),
+        sequence: None,
+    }
 }
 
 impl Regex {
@@ -108,12 +127,16 @@ impl Regex {
             .map(|n| n.map(Box::from))
             .collect::<Vec<_>>()
             .into_boxed_slice();
-        let (prefixes, frame) = analysed(source);
+        let Analysis {
+            prefixes, frame, ..
+        } = analysed(source);
+        let sequence = sequence::compile(source).map(Vec::into_boxed_slice);
         Ok(Regex {
             source: source.into(),
             names,
             prefixes,
             frame,
+            sequence,
             compiled: OnceLock::from(re),
         })
     }
@@ -125,14 +148,18 @@ impl Regex {
     /// compile (over the size limit, an unknown unicode class) would panic
     /// on first use.
     pub(crate) fn lazy(source: &str, table: RegexTable) -> Result<Regex, String> {
-        let (names, prefixes, frame) = match table.binary_search_by(|f| f.source.cmp(source)) {
+        let (names, analysis) = match table.binary_search_by(|f| f.source.cmp(source)) {
             Ok(i) => {
                 let facts = &table[i];
                 let names = facts.names.iter().map(|n| n.map(Box::from)).collect();
-                let prefixes = facts
-                    .prefixes
-                    .map(|ps| ps.iter().map(|p| Box::from(*p)).collect());
-                (names, prefixes, facts.frame)
+                let analysis = Analysis {
+                    prefixes: facts
+                        .prefixes
+                        .map(|ps| ps.iter().map(|p| Box::from(*p)).collect()),
+                    frame: facts.frame,
+                    sequence: facts.sequence.map(Box::from),
+                };
+                (names, analysis)
             }
             Err(_) => {
                 let parsed = ast::parse::Parser::new()
@@ -140,15 +167,18 @@ impl Regex {
                     .map_err(|e| e.to_string())?;
                 let mut names: Vec<Option<Box<str>>> = vec![None];
                 collect_groups(&parsed, &mut names);
-                let (prefixes, frame) = analysed(source);
-                (names, prefixes, frame)
+                // Not compiled to a sequence: the worker lists all its
+                // regexes, and leaving `sequence::compile` out of its
+                // wasm keeps ~1.5 KiB gzip.
+                (names, analysed(source))
             }
         };
         Ok(Regex {
             source: source.into(),
             names: names.into_boxed_slice(),
-            prefixes,
-            frame,
+            prefixes: analysis.prefixes,
+            frame: analysis.frame,
+            sequence: analysis.sequence,
             compiled: OnceLock::new(),
         })
     }
@@ -174,6 +204,7 @@ impl Regex {
                 .as_ref()
                 .map(|ps| ps.iter().map(|p| &**p).collect()),
             frame: self.frame,
+            sequence: self.sequence.as_deref(),
         }
     }
 
@@ -186,7 +217,11 @@ impl Regex {
     }
 
     pub(crate) fn is_match(&self, haystack: &str) -> bool {
-        self.admits(haystack) && self.get().is_match(haystack)
+        self.admits(haystack)
+            && match &self.sequence {
+                Some(code) => sequence::find(code, haystack).is_some(),
+                None => self.get().is_match(haystack),
+            }
     }
 
     pub(crate) fn captures<'h>(&self, haystack: &'h str) -> Option<regex::Captures<'h>> {
@@ -196,10 +231,21 @@ impl Regex {
         self.get().captures(haystack)
     }
 
-    /// For a regex with a frame (`frame.rs`): `Some` of whether
-    /// `haystack` matches and, if so, its one group's span; `None` for
-    /// other regexes (use [`Regex::captures`]).
-    pub(crate) fn framed_match(&self, haystack: &str) -> Option<Option<std::ops::Range<usize>>> {
+    /// For a regex with one capture group that is a sequence
+    /// (`sequence.rs`) or has a frame (`frame.rs`): `Some` of whether
+    /// `haystack` matches and, if so, its group's span; `None` for other
+    /// regexes (use [`Regex::captures`]).
+    pub(crate) fn group_match(&self, haystack: &str) -> Option<Option<std::ops::Range<usize>>> {
+        if self.names.len() != 2 {
+            return None;
+        }
+        if let Some(code) = &self.sequence {
+            return Some(
+                self.admits(haystack)
+                    .then(|| sequence::find(code, haystack))
+                    .flatten(),
+            );
+        }
         let (before, after) = self.frame?;
         // A match is at least `before + after` long.
         Some(
@@ -284,8 +330,13 @@ mod tests {
             );
             assert_eq!(lazy.captures_len(), eager.captures_len(), "{source}");
             assert_eq!(lazy.is_match("cell-1-x"), eager.is_match("cell-1-x"));
-            // Compiled unless the value lacks the regex's required prefix.
-            assert_eq!(lazy.is_compiled(), lazy.admits("cell-1-x"), "{source}");
+            // Compiled unless the value lacks the regex's required prefix
+            // or the regex is matched as a sequence.
+            assert_eq!(
+                lazy.is_compiled(),
+                lazy.admits("cell-1-x") && lazy.sequence.is_none(),
+                "{source}"
+            );
         }
         assert!(Regex::lazy("(unclosed", &[]).is_err());
         assert!(Regex::eager("(unclosed").is_err());
@@ -299,12 +350,14 @@ mod tests {
                 names: &[None, Some("a"), None],
                 prefixes: None,
                 frame: None,
+                sequence: None,
             },
             RegexFacts {
                 source: "^z",
                 names: &[None],
                 prefixes: Some(&[b"z"]),
                 frame: None,
+                sequence: None,
             },
         ];
         let listed = Regex::lazy("(?<a>x)(y)", table).unwrap();
