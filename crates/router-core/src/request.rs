@@ -46,7 +46,9 @@ impl<'a> UrlParts<'a> {
         } else {
             ("http", url.strip_prefix("http://")?)
         };
-        let (authority, path_and_query) = match rest.find(['/', '?', '#']) {
+        // A byte search: `find` with a set of chars decodes every char.
+        let end = rest.bytes().position(|b| matches!(b, b'/' | b'?' | b'#'));
+        let (authority, path_and_query) = match end {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
         };
@@ -54,7 +56,7 @@ impl<'a> UrlParts<'a> {
             return None;
         }
         let host = match authority.rsplit_once(':') {
-            Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
             _ => authority,
         };
         let path_and_query = path_and_query.split('#').next().unwrap_or("");
