@@ -3,11 +3,12 @@
 //! in one way only (`^(?<cell_name>cell-[0-9]+)-[0-9a-f]{32}$`,
 //! `^[Bb]asic (?<credentials>[A-Za-z0-9+/]+={0,2})$`): matched by one pass
 //! over the value's characters, each step taking all it can, instead of by
-//! the regex engine. In the worker the engine's one-pass DFA cost ~150
-//! instructions a byte at `opt-level = "s"`; every session cookie and
-//! routable token goes through such a regex. Which regexes qualify is
-//! decided from the parsed regex (at build time for the rulesets compiled
-//! in), and tests hold the pass to the engine's answers.
+//! the regex engine: in the worker (`opt-level = "s"`) the engine's
+//! one-pass DFA was ~9.5 k instructions of a `session_token` request, and
+//! this pass takes ~6 k of them off (docs/benchmark.md, change 36); every
+//! session cookie and routable token goes through such a regex. Which
+//! regexes qualify is decided from the parsed regex (at build time for the
+//! rulesets compiled in), and tests hold the pass to the engine's answers.
 //!
 //! One way only: a step that may take a varying number of characters
 //! takes none that the steps after it could start with (up to and with the
