@@ -60,6 +60,7 @@ import { profile as cpuProfile, summarize } from "./profile.mjs";
 import { median, parsePairs, pairedRuns, targetLines } from "./paired.mjs";
 import { CALLGRIND_COMM } from "./callgrind.mjs";
 import { compare, countConfig, haveCallgrind, retryOnReset } from "./instructions.mjs";
+import { traceYardsticks } from "./trace-yardsticks.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const env = process.env;
@@ -90,6 +91,9 @@ const OPT = {
   // ratios' baselines, unless BENCH_SKIP_YARDSTICKS=1: an A/B of two builds).
   configs: (env.BENCH_CONFIGS ?? "").split(",").filter(Boolean),
   skipYardsticks: env.BENCH_SKIP_YARDSTICKS === "1",
+  // The floor and the peer with SPEC section 11's trace headers and log
+  // fields added (bench/trace-yardsticks.mjs).
+  traceYardsticks: env.BENCH_TRACE_YARDSTICKS === "1",
   keepWork: KEEP_WORK,
   // Instructions per request under callgrind instead of the timed rounds
   // (bench/instructions.mjs).
@@ -630,9 +634,11 @@ async function main() {
   const nullWorker = { scriptPath: join(ROOT, "bench", "null-worker.mjs") };
   const peersThere = existsSync(join(PEERS, "js-router.mjs")) && existsSync(join(PEERS, "js-floor.mjs"));
   if (!peersThere) log(`no peers at ${PEERS} (js-router.mjs, js-floor.mjs): the floor and peer rows are skipped`);
+  const peers = peersThere && OPT.traceYardsticks ? traceYardsticks(PEERS, join(work, "peers-trace")) : PEERS;
+  if (peers !== PEERS) log(`the floor and the peer send a request id and a traceparent and log both (BENCH_TRACE_YARDSTICKS): ${peers}`);
   // modulesRoot: workerd refuses module names that climb out with "..".
-  const floorWorker = { scriptPath: join(PEERS, "js-floor.mjs"), modulesRoot: PEERS };
-  const peerWorker = { scriptPath: join(PEERS, "js-router.mjs"), modulesRoot: PEERS };
+  const floorWorker = { scriptPath: join(peers, "js-floor.mjs"), modulesRoot: peers };
+  const peerWorker = { scriptPath: join(peers, "js-router.mjs"), modulesRoot: peers };
   const peerVars = { TS_URL: `http://${ts.addr}/v1/classify` };
   const specs = [
     { name: "null", options: { ...nullWorker, bindings: { UPSTREAM: sinkAddr } } },
