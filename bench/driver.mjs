@@ -22,7 +22,9 @@
 //       token-cold  the router, rules/session_token.json, a new key per request
 //     The peers directory (BENCH_PEERS_DIR, default ../shared/peers relative
 //     to the repository) is used in place; when it is missing, the floor and
-//     peer rows are skipped and said so.
+//     peer rows are skipped and said so. BENCH_TRACE_YARDSTICKS=1 runs both
+//     patched to send and log a request id and a traceparent, as SPEC §11
+//     asks of every router (bench/trace-yardsticks.mjs).
 //     (BENCH_EXTRA=1 adds rust-null: a workers-rs worker that only forwards;
 //     token-warm-signed: token-warm with every request signed; null-log: the
 //     null worker plus one console.log JSON line per request; and
