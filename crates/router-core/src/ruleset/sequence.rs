@@ -349,15 +349,8 @@ mod tests {
     /// Every regex of the shipped rulesets that is matched as a sequence.
     #[test]
     fn shipped_sequences_are_judged_as_the_engine_does() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rules");
         let mut sequences = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "json") {
-                continue;
-            }
-            let json = std::fs::read_to_string(&path).unwrap();
-            let rules = crate::ruleset::Ruleset::from_json("shipped", &json).unwrap();
+        for (_, rules) in crate::ruleset::tests::shipped_rulesets() {
             for facts in rules.regex_facts() {
                 if let Some(code) = facts.sequence {
                     judged_as_the_engine_does(facts.source, code);

@@ -442,19 +442,25 @@ fn snake_case_field_names_load() {
     assert_eq!(rules.rules().len(), 1);
 }
 
-#[test]
-fn shipped_rulesets_compile() {
+/// The shipped rulesets (`rules/*.json`), each compiled, with its name.
+pub(super) fn shipped_rulesets() -> Vec<(String, Ruleset)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rules");
-    let mut seen = 0;
+    let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "json") {
+            let name = path.file_stem().unwrap().to_str().unwrap().to_string();
             let json = std::fs::read_to_string(&path).unwrap();
-            Ruleset::from_json(path.file_stem().unwrap().to_str().unwrap(), &json)
-                .unwrap_or_else(|e| panic!("{e}"));
-            seen += 1;
+            let rules = Ruleset::from_json(&name, &json).unwrap_or_else(|e| panic!("{e}"));
+            out.push((name, rules));
         }
     }
+    out
+}
+
+#[test]
+fn shipped_rulesets_compile() {
+    let seen = shipped_rulesets().len();
     assert!(seen >= 2, "rules/ has {seen} rulesets");
 }
 
