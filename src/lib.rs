@@ -871,7 +871,7 @@ fn fill_headers(parts: &mut RequestParts, names: &[String], joined: &str) -> boo
         let last = i + 1 == names.len();
         // Most values are one byte (an absent header's `\x01`): a byte loop
         // finds the separator sooner than `str::split`'s searcher did.
-        let (value, after) = match (rest.bytes().position(|b| b == 0), last) {
+        let (value, after) = match (rest.bytes().position(|b| b == SEPARATOR as u8), last) {
             (Some(at), false) => (&rest[..at], &rest[at + 1..]),
             (None, true) => (rest, ""),
             // Too few values, or more than one in the last.

@@ -48,25 +48,9 @@ pub(super) fn match_value<'r, 'q>(
     if re.captures_len() == 1 {
         return re.is_match(&value);
     }
-    if let Some(found) = re.group_match(&value) {
-        let Some(span) = found else {
-            return false;
-        };
-        if let Some(name) = re.capture_names().nth(1).flatten() {
-            captures.push((name, slice(&value, span)));
-        }
-        return true;
-    }
-    let Some(caps) = re.captures(&value) else {
-        return false;
-    };
-    for (i, name) in re.capture_names().enumerate() {
-        let (Some(name), Some(m)) = (name, caps.get(i)) else {
-            continue;
-        };
-        captures.push((name, slice(&value, m.range())));
-    }
-    true
+    re.named_groups(&value, |name, span| {
+        captures.push((name, slice(&value, span)))
+    })
 }
 
 /// `value[span]`, borrowed from the request where `value` is.
@@ -173,24 +157,11 @@ impl Rule {
                 .and_then(|output| match (&transform.extract, output) {
                     (None, output) => Some(output),
                     (Some(re), Output::Text(text)) => {
-                        if let Some(found) = re.group_match(&text) {
-                            let span = found?;
-                            let name = re.capture_names().nth(1).flatten();
-                            return Some(Output::Fields(
-                                name.map(|n| (n.to_string(), text[span].to_string()))
-                                    .into_iter()
-                                    .collect(),
-                            ));
-                        }
-                        let caps = re.captures(&text)?;
-                        let fields = re
-                            .capture_names()
-                            .enumerate()
-                            .filter_map(|(i, name)| {
-                                Some((name?.to_string(), caps.get(i)?.as_str().to_string()))
-                            })
-                            .collect();
-                        Some(Output::Fields(fields))
+                        let mut fields = Vec::new();
+                        re.named_groups(&text, |name, span| {
+                            fields.push((name.to_string(), text[span].to_string()))
+                        })
+                        .then_some(Output::Fields(fields))
                     }
                     (Some(_), _) => None,
                 });

@@ -225,7 +225,7 @@ impl Regex {
             }
     }
 
-    pub(crate) fn captures<'h>(&self, haystack: &'h str) -> Option<regex::Captures<'h>> {
+    fn captures<'h>(&self, haystack: &'h str) -> Option<regex::Captures<'h>> {
         if !self.admits(haystack) {
             return None;
         }
@@ -236,7 +236,7 @@ impl Regex {
     /// (`sequence.rs`) or has a frame (`frame.rs`): `Some` of whether
     /// `haystack` matches and, if so, its group's span; `None` for other
     /// regexes (use [`Regex::captures`]).
-    pub(crate) fn group_match(&self, haystack: &str) -> Option<Option<std::ops::Range<usize>>> {
+    fn group_match(&self, haystack: &str) -> Option<Option<std::ops::Range<usize>>> {
         if self.names.len() != 2 {
             return None;
         }
@@ -253,6 +253,35 @@ impl Regex {
             self.is_match(haystack)
                 .then(|| before as usize..haystack.len() - after as usize),
         )
+    }
+
+    /// Matches `haystack`, handing `group` each named group that took part
+    /// (its name and span); returns whether it matched. A regex with one
+    /// group that is a sequence or has a frame is answered without the
+    /// engine's captures.
+    pub(crate) fn named_groups<'s>(
+        &'s self,
+        haystack: &str,
+        mut group: impl FnMut(&'s str, std::ops::Range<usize>),
+    ) -> bool {
+        if let Some(found) = self.group_match(haystack) {
+            let Some(span) = found else {
+                return false;
+            };
+            if let Some(name) = self.names[1].as_deref() {
+                group(name, span);
+            }
+            return true;
+        }
+        let Some(caps) = self.captures(haystack) else {
+            return false;
+        };
+        for (i, name) in self.capture_names().enumerate() {
+            if let (Some(name), Some(m)) = (name, caps.get(i)) {
+                group(name, m.range());
+            }
+        }
+        true
     }
 
     /// The number of groups, the whole match included (as
