@@ -5,7 +5,9 @@
 //   * `devstack sink`: the upstream (cheap hyper server, 200 "ok\n");
 //   * `devstack topology`: the local Topology Service, every cell = the sink;
 //   * one workerd per configuration, started by Miniflare with a direct
-//     socket (`unsafeDirectSockets`: no Miniflare entry worker in the path):
+//     socket (`unsafeDirectSockets`: no Miniflare entry worker in the path)
+//     and without Miniflare's outbound hop (bench/workerd-options.mjs;
+//     BENCH_OUTBOUND_HOP=1 puts it back):
 //       null        bench/null-worker.mjs, fetch() to the sink only
 //       floor       ../shared/peers/js-floor.mjs: the work every router must
 //                   do (every header read and copied, forwarding and rule
@@ -63,6 +65,7 @@ import { median, parsePairs, pairedRuns, targetLines } from "./paired.mjs";
 import { CALLGRIND_COMM } from "./callgrind.mjs";
 import { compare, countConfig, haveCallgrind, retryOnReset } from "./instructions.mjs";
 import { traceYardsticks } from "./trace-yardsticks.mjs";
+import { workerdOptions } from "./workerd-options.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const env = process.env;
@@ -96,6 +99,8 @@ const OPT = {
   // The floor and the peer with SPEC section 11's trace headers and log
   // fields added (bench/trace-yardsticks.mjs).
   traceYardsticks: env.BENCH_TRACE_YARDSTICKS === "1",
+  // Miniflare's outbound hop put back (bench/workerd-options.mjs).
+  outboundHop: env.BENCH_OUTBOUND_HOP === "1",
   keepWork: KEEP_WORK,
   // Instructions per request under callgrind instead of the timed rounds
   // (bench/instructions.mjs).
@@ -196,22 +201,14 @@ async function startWorker(name, options) {
   const before = new Set(childWorkerdPids());
   const lines = { count: 0, last: [] };
   const mf = new Miniflare({
-    modules: true,
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
-    compatibilityDate: "2026-04-26",
-    host: "127.0.0.1",
-    port: 0,
-    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
-    cf: false,
-    handleRuntimeStdio(stdout, stderr) {
-      for (const stream of [stdout, stderr]) {
-        createInterface({ input: stream }).on("line", (line) => {
-          lines.count++;
-          lines.last.push(line);
-          if (lines.last.length > 20) lines.last.shift();
-        });
-      }
-    },
+    ...workerdOptions({
+      outboundHop: OPT.outboundHop,
+      onLine(line) {
+        lines.count++;
+        lines.last.push(line);
+        if (lines.last.length > 20) lines.last.shift();
+      },
+    }),
     ...options,
   });
   instances.push(mf);
@@ -637,6 +634,7 @@ async function main() {
   const peersThere = existsSync(join(PEERS, "js-router.mjs")) && existsSync(join(PEERS, "js-floor.mjs"));
   if (!peersThere) log(`no peers at ${PEERS} (js-router.mjs, js-floor.mjs): the floor and peer rows are skipped`);
   const peers = peersThere && OPT.traceYardsticks ? traceYardsticks(PEERS, join(work, "peers-trace")) : PEERS;
+  if (OPT.outboundHop) log("every worker's outbound fetch goes through Miniflare's strip-cf-connecting-ip worker (BENCH_OUTBOUND_HOP)");
   if (peers !== PEERS) log(`the floor and the peer send a request id and a traceparent and log both (BENCH_TRACE_YARDSTICKS): ${peers}`);
   // modulesRoot: workerd refuses module names that climb out with "..".
   const floorWorker = { scriptPath: join(peers, "js-floor.mjs"), modulesRoot: peers };

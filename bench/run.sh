@@ -20,7 +20,9 @@
 # BENCH_PEERS_DIR (../shared/peers), BENCH_BASE_BUILD (a copy of build/
 # from another commit, run beside this one), BENCH_STREAM_MIB (1024,
 # quick 256), BENCH_STREAM_SMALL_MIB (64), BENCH_SKIP_STREAM=1,
-# BENCH_SKIP_NATIVE=1, BENCH_SKIP_BUILD=1, BENCH_EXTRA=1 (adds rust-null,
+# BENCH_SKIP_NATIVE=1, BENCH_SKIP_BUILD=1, BENCH_OUTBOUND_HOP=1 (outbound
+# fetches through Miniflare's strip-cf-connecting-ip worker, as before
+# 2026-12-01), BENCH_EXTRA=1 (adds rust-null,
 # null-log, cold-nocache and token-warm-signed), BENCH_WRK_THREADS (2).
 # See docs/benchmark.md.
 set -euo pipefail
