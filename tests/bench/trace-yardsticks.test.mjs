@@ -1,14 +1,15 @@
 // bench/trace-yardsticks.mjs (BENCH_TRACE_YARDSTICKS=1): a yardstick made
-// to send a request id and a traceparent, and to log both, run as a module
-// against a loopback upstream; a yardstick that changed is refused.
+// to send a request id and a traceparent, and to log both, run in workerd
+// as the bench runs it, against a loopback upstream; a yardstick that
+// changed is refused.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { traceYardsticks, withTrace } from "../../bench/trace-yardsticks.mjs";
+import { runInWorkerd } from "./run-in-workerd.mjs";
 
 const PEERS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "shared", "peers");
 
@@ -27,30 +28,15 @@ const FLOOR = `export default {
 };
 `;
 
-/** Runs module `text`'s fetch once against a loopback upstream: the headers it sent and the lines it logged. */
+/** Runs module `text` in workerd for one request: the headers it sent and the lines it logged. */
 async function runOnce(text) {
-  const seen = [];
-  const upstream = http.createServer((req, res) => {
-    seen.push(req.headers);
-    res.end("ok\n");
-  });
-  await new Promise((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-  const logged = [];
-  const log = console.log;
-  console.log = (line) => logged.push(line);
+  const dir = mkdtempSync(join(tmpdir(), "yardstick-"));
   try {
-    const mod = await import(`data:text/javascript,${encodeURIComponent(text)}`);
-    const res = await mod.default.fetch(new Request("http://gitlab.example/a/b"), {
-      UPSTREAM: `127.0.0.1:${upstream.address().port}`,
-      LOG: "1",
-    });
-    assert.equal(res.status, 200);
-    await res.text();
+    writeFileSync(join(dir, "worker.mjs"), text);
+    return await runInWorkerd(join(dir, "worker.mjs"), { bindings: { LOG: "1" }, lines: 1 });
   } finally {
-    console.log = log;
-    await new Promise((resolve) => upstream.close(resolve));
+    rmSync(dir, { recursive: true, force: true });
   }
-  return { sent: seen[0], logged };
 }
 
 function assertTraced({ sent, logged }) {
