@@ -11,9 +11,20 @@ use std::path::Path;
 fn main() {
     let rules_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
     println!("cargo:rerun-if-changed={}", rules_dir.display());
-    let mut entries: Vec<_> = std::fs::read_dir(&rules_dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", rules_dir.display()))
-        .map(|e| e.expect("readable rules/ entry").path())
+    let mut dirs = vec![rules_dir];
+    // Test builds (feature `test-rulesets`) also carry the rulesets the
+    // end-to-end tests need and no deployment ships (tests/e2e/rules/).
+    if std::env::var_os("CARGO_FEATURE_TEST_RULESETS").is_some() {
+        let test_rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/rules");
+        println!("cargo:rerun-if-changed={}", test_rules.display());
+        dirs.push(test_rules);
+    }
+    let mut entries: Vec<_> = dirs
+        .iter()
+        .flat_map(|dir| {
+            std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        })
+        .map(|e| e.expect("readable rules entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     entries.sort();

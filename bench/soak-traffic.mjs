@@ -82,6 +82,7 @@ export function target(key, random) {
   switch (key.kind) {
     case "namespace":
     case "unknown-namespace":
+    case "burst-404":
       return { path: `/${key.ns}/project-${Math.floor(random() * 50)}/-/issues`, headers: {} };
     case "project":
       return { path: `/api/v4/projects/${key.project}/merge_requests`, headers: {} };

@@ -11,6 +11,9 @@
 //   ts-5xx      half its answers are 500/502/503
 //   ts-404      it answers 404 for everything
 //   cell-kill   cell 4 is SIGKILLed, restarted on the same port halfway
+//   storm       all at once: half the service's answers are errors and the
+//               rest 300 ms late, cell 4 killed, a reload, and a burst of
+//               requests for one namespace the service answers 404 for
 //   recover-N / final: nothing wrong (the faults' tails land here)
 //
 // Every answer is judged against the cell that owns its key (the demo cell
@@ -26,8 +29,11 @@
 // long-poll cut short is a failure; so is workerd RSS that keeps growing.
 //
 // Options: --short (CI: 8 clients, 100 s, small bodies), --clients N,
-// --seconds S, --seed N. Writes target/soak/latest.json; exit 1 on failure.
-import { mkdirSync, writeFileSync } from "node:fs";
+// --seconds S, --seed N, --record (write the figures into docs/soak.md).
+// Writes target/soak/latest.json; exit 1 on failure.
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ROOT } from "../tests/e2e/harness.mjs";
@@ -36,6 +42,24 @@ import { rng, zipf, keySpace, plainRequest, upload, download, longPoll, wsSessio
 
 const MiB = 1024 * 1024;
 const args = process.argv.slice(2);
+const USAGE = "usage: bash bench/soak.sh [--short] [--clients N] [--seconds S] [--seed N] [--record]";
+/** Why the command line is wrong, or null. */
+function argsError() {
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (["--short", "--record", "--help", "-h"].includes(a)) continue;
+    if (!["--clients", "--seconds", "--seed"].includes(a)) return `unknown argument ${a}`;
+    const v = args[++i];
+    const min = a === "--seed" ? 0 : 1;
+    if (!/^[0-9]+$/.test(v ?? "") || Number(v) < min) return `${a} needs a whole number of at least ${min}, got ${v ?? "nothing"}`;
+  }
+  return null;
+}
+const argsBad = argsError();
+if (argsBad || args.includes("--help") || args.includes("-h")) {
+  process.stderr.write(`${argsBad ? `${argsBad}\n` : ""}${USAGE}\n`);
+  process.exit(argsBad ? 2 : 0);
+}
 const flag = (name) => args.includes(name);
 const opt = (name, dflt) => {
   const i = args.indexOf(name);
@@ -51,6 +75,16 @@ const O = {
   // Short cache lifetimes so that entries expire inside every fault phase.
   ttl: SHORT ? 4 : 15,
   negativeTtl: SHORT ? 4 : 10,
+  // GITLAB_MEMORY_CACHE_ENTRIES, plus the generation's number (a reload
+  // changes it), from the first generation on in short mode and from the
+  // first reload on in full mode (the first runs with the default, 10,000,
+  // more than its 4,523 keys): far fewer entries than keys, so that even a
+  // slow run (a loaded machine serves a tenth of a quiet one's requests)
+  // fills the cache and evicts, and a stale answer must come from the
+  // Cache API (issue 40).
+  memoryEntries: SHORT ? 100 : 500,
+  // Clients of the storm's 404 burst, on top of --clients.
+  burstClients: SHORT ? 2 : 8,
   upload: SHORT ? [64 * 1024, 4 * MiB] : [1 * MiB, 64 * MiB],
   longPollMs: SHORT ? [3_000, 8_000] : [20_000, 50_000],
   wsMs: SHORT ? [3_000, 8_000] : [10_000, 40_000],
@@ -72,6 +106,10 @@ const logUniform = ([lo, hi]) => Math.round(Math.exp(Math.log(lo) + (Math.log(hi
 const SERVICE_GRACE_MS = 10_000;
 const NOT_FOUND_GRACE_MS = O.negativeTtl * 1000 + 5_000;
 
+// The storm is 1/15 of the run (60 s of the full 900); the other phases
+// share the rest.
+const STORM_SHARE = 1 / 15;
+const STORM_LATENCY_MS = 300;
 const PHASES = [
   ["baseline", 0.1],
   ["ts-down", 0.08],
@@ -84,8 +122,9 @@ const PHASES = [
   ["ts-404", 0.08],
   ["recover-4", 0.08],
   ["cell-kill", 0.09],
+  ["storm", null],
   ["final", 0.1],
-].map(([name, share]) => ({ name, ms: Math.round(share * O.seconds * 1000) }));
+].map(([name, share]) => ({ name, ms: Math.round((share === null ? STORM_SHARE : share * (1 - STORM_SHARE)) * O.seconds * 1000) }));
 
 const say = (m) => process.stderr.write(`==> ${m}\n`);
 
@@ -103,6 +142,7 @@ const stats = PHASES.map((p) => ({
   router_5xx_intended: 0,
   router_5xx_unintended: 0,
   fallback_legacy: 0,
+  stale_served: 0,
   stale_ignored: 0,
   fallback_unscheduled: 0,
   wrong_cell: 0,
@@ -115,6 +155,7 @@ const stats = PHASES.map((p) => ({
   ws_reordered: 0,
   longpolls: 0,
   longpolls_cut: 0,
+  burst: 0,
   latencies: [],
   rss: { start: null, peak: 0, end: null },
 }));
@@ -230,6 +271,7 @@ function judge(o) {
     s.ws_reordered += o.reordered ?? 0;
   }
   if (o.op === "longpoll") s.longpolls++;
+  if (o.kind === "burst-404") s.burst++;
 
   if (o.retried) s.keepalive_retries++;
   if (o.status === null) {
@@ -284,6 +326,7 @@ async function run(fn) {
   try {
     const o = await fn(() => gen.url);
     o.generation = gen.n;
+    (gen.keys ??= new Set()).add(o.key);
     judge(o);
   } catch (e) {
     failures.push({ phase: PHASES[phaseIdx].name, kind: "soak-bug", detail: e.stack });
@@ -357,39 +400,84 @@ async function phase(p) {
       return serviceFault("service", { error_rate: 0.5, error_status: 503 }, p.ms, SERVICE_GRACE_MS, [{ error_status: 500 }, { error_status: 502 }, { error_status: 503 }]);
     case "ts-404":
       return serviceFault("not-found", { not_found_all: true }, p.ms, NOT_FOUND_GRACE_MS);
-    case "cell-kill": {
-      const w = { kind: "cell4-down", from: Date.now() - 500, to: null, grace: 2000 };
-      windows.push(w);
-      await killCell4(stack);
-      await sleep(p.ms / 2);
-      await startCell4(stack);
-      w.to = Date.now();
+    case "cell-kill":
+      await cell4Down(p.ms / 2);
       return sleep(p.ms / 2);
-    }
     case "reload": {
       const t = Date.now();
-      const old = current;
-      const vars = { ...old.vars, GITLAB_MEMORY_CACHE_ENTRIES: String(2000 + old.n) };
-      const gen = await startRouterGeneration(stack, vars);
-      current = gen;
-      const r = { from: old.n, to: gen.n, started_ms: gen.startedAt - t, pid: gen.pid, changed: "GITLAB_MEMORY_CACHE_ENTRIES" };
-      reloads.push(r);
-      say(`reload: workerd ${gen.pid} (generation ${gen.n}) ready after ${r.started_ms} ms; draining generation ${old.n}`);
-      drains.push(
-        (async () => {
-          const deadline = Date.now() + O.longPollMs[1] + O.wsMs[1] + 60_000;
-          while ((inflight.get(old) ?? 0) > 0 && Date.now() < deadline) await sleep(200);
-          r.drained_ms = Date.now() - t;
-          r.left_in_flight = inflight.get(old) ?? 0;
-          r.old_rss_end = rss(old.pid);
-          await disposeRouter(old);
-        })(),
-      );
+      await reload();
       return sleep(Math.max(0, p.ms - (Date.now() - t)));
     }
+    case "storm":
+      return storm(p.ms);
     default:
       return sleep(p.ms);
   }
+}
+
+/** Cell 4 SIGKILLed, started again `ms` later; its keys' 502s are intended meanwhile. */
+async function cell4Down(ms) {
+  const w = { kind: "cell4-down", from: Date.now() - 500, to: null, grace: 2000 };
+  windows.push(w);
+  await killCell4(stack);
+  await sleep(ms);
+  await startCell4(stack);
+  w.to = Date.now();
+}
+
+/**
+ * A new workerd with a changed var (GITLAB_MEMORY_CACHE_ENTRIES) takes new
+ * traffic, as a rollout step would; the old one drains what it has in
+ * flight, then is disposed.
+ */
+async function reload() {
+  const t = Date.now();
+  const old = current;
+  const vars = { ...old.vars, GITLAB_MEMORY_CACHE_ENTRIES: String(O.memoryEntries + stack.routers.length) };
+  const gen = await startRouterGeneration(stack, vars);
+  current = gen;
+  const r = { from: old.n, to: gen.n, started_ms: gen.startedAt - t, pid: gen.pid, changed: "GITLAB_MEMORY_CACHE_ENTRIES" };
+  reloads.push(r);
+  say(`reload: workerd ${gen.pid} (generation ${gen.n}) ready after ${r.started_ms} ms; draining generation ${old.n}`);
+  drains.push(
+    (async () => {
+      const deadline = Date.now() + O.longPollMs[1] + O.wsMs[1] + 60_000;
+      while ((inflight.get(old) ?? 0) > 0 && Date.now() < deadline) await sleep(200);
+      r.drained_ms = Date.now() - t;
+      r.left_in_flight = inflight.get(old) ?? 0;
+      r.old_rss_end = rss(old.pid);
+      await disposeRouter(old);
+    })(),
+  );
+}
+
+/**
+ * Every fault at once for `ms`: the service errs on half its answers
+ * (500/502/503 in turn) and answers the rest 300 ms late (the timeout is
+ * 500 ms), cell 4 is down for the first two thirds, a reload comes after
+ * the first third, and a burst of requests for one namespace no cell
+ * knows (the service's 404, then the legacy cell) runs throughout.
+ */
+async function storm(ms) {
+  const t = Date.now();
+  const service = serviceFault("service", { error_rate: 0.5, error_status: 503, latency_ms: STORM_LATENCY_MS }, ms, SERVICE_GRACE_MS, [{ error_status: 500 }, { error_status: 502 }, { error_status: 503 }]);
+  const cell = cell4Down((2 * ms) / 3);
+  const burst = burst404(ms);
+  await sleep(ms / 3);
+  await reload();
+  await Promise.all([service, cell, burst]);
+  return sleep(Math.max(0, ms - (Date.now() - t)));
+}
+
+/** `O.burstClients` clients back to back on one unknown namespace for `ms`; its cell is the legacy cell. */
+async function burst404(ms) {
+  const key = { id: "burst-404", kind: "burst-404", cell: 1, ns: `storm-404-${O.seed}` };
+  const until = Date.now() + ms;
+  await Promise.all(
+    Array.from({ length: O.burstClients }, async () => {
+      while (!stopping && Date.now() < until) await run((base) => plainRequest(base, key, random, ++reqSeq));
+    }),
+  );
 }
 
 // ---------------------------------------------------------------------------
@@ -439,7 +527,9 @@ let T0 = Date.now();
 async function main() {
   say(`soak (${O.mode}): ${O.clients} clients, ${O.seconds} s, seed ${O.seed}`);
   const started = Date.now();
-  stack = await startSoakStack({ keys: O.keys, cacheControl: `max-age=${O.ttl}`, notFoundCacheControl: `max-age=${O.negativeTtl}` });
+  const load = loadavg()[0];
+  const vars = SHORT ? { GITLAB_MEMORY_CACHE_ENTRIES: String(O.memoryEntries) } : {};
+  stack = await startSoakStack({ keys: O.keys, cacheControl: `max-age=${O.ttl}`, notFoundCacheControl: `max-age=${O.negativeTtl}`, vars });
   const startupMs = Date.now() - started;
   current = stack.routers[0];
   say(`stack ready in ${startupMs} ms: router ${current.url} (workerd ${current.pid}), service ${stack.topology.addr}, cells ${Object.values(stack.cells).map((c) => `${c.id}=${c.addr}`).join(" ")}`);
@@ -474,13 +564,29 @@ async function main() {
   await sleep(3000); // the router's last log lines
   judgePending();
   recordFailures();
+  countStale();
   const memory = memoryVerdicts();
+  const caches = cacheVerdict();
   const routerLogs = stack.logs;
   await stopSoakStack(stack);
-  report({ startupMs, memory, routerLogs, wallMs: Date.now() - started });
+  report({ startupMs, memory, caches, routerLogs, wallMs: Date.now() - started, load: [load, loadavg()[0]] });
 }
 
-function report({ startupMs, memory, routerLogs, wallMs }) {
+/** Answers the router logged as stale (an expired entry standing in for a failing service), per phase. */
+function countStale() {
+  for (const l of stack.logs.answers) if (l.cache === "stale") stats[phaseAt(l.t)].stale_served++;
+}
+
+/**
+ * Keys each generation was asked for against its memory cache: the soak
+ * must push the cache past its capacity (else eviction goes untested).
+ */
+function cacheVerdict() {
+  const gens = stack.routers.map((gen) => ({ generation: gen.n, keys: gen.keys?.size ?? 0, memory_entries: Number(gen.vars.GITLAB_MEMORY_CACHE_ENTRIES ?? 10_000) }));
+  return { generations: gens, past_capacity: gens.some((g) => g.keys > g.memory_entries) };
+}
+
+function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
   const rows = stats.map((s) => ({
     phase: s.phase,
     seconds: Math.round((s.to - s.from) / 1000),
@@ -489,6 +595,7 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
     router_5xx_intended: s.router_5xx_intended,
     router_5xx_unintended: s.router_5xx_unintended,
     fallback_legacy: s.fallback_legacy,
+    stale_served: s.stale_served,
     stale_ignored: s.stale_ignored,
     fallback_unscheduled: s.fallback_unscheduled,
     wrong_cell: s.wrong_cell,
@@ -501,6 +608,7 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
     ws_reordered: s.ws_reordered,
     longpolls: s.longpolls,
     longpolls_cut: s.longpolls_cut,
+    burst: s.burst,
     p50_ms: pct(s.latencies, 50),
     p99_ms: pct(s.latencies, 99),
     rss_mib: { start: mib(s.rss.start ?? 0), peak: mib(s.rss.peak), end: mib(s.rss.end ?? 0) },
@@ -508,21 +616,28 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
   const total = (k) => rows.reduce((a, r) => a + r[k], 0);
   const allLat = stats.flatMap((s) => s.latencies);
   const memoryOk = memory.every((m) => m.bounded);
-  const ok = failures.length === 0 && memoryOk;
+  const ok = failures.length === 0 && memoryOk && caches.past_capacity;
 
-  const head = ["phase", "s", "reqs", "5xx ok", "5xx BAD", "legacy fb", "stale!", "fb load", "wrong", "corrupt", "xport", "ka retry", "ws msgs", "ws lost", "ws reord", "lp", "lp cut", "p50", "p99", "RSS MiB start/peak/end"];
-  const line = (r) => [r.phase, r.seconds, r.requests, r.router_5xx_intended, r.router_5xx_unintended, r.fallback_legacy, r.stale_ignored, r.fallback_unscheduled, r.wrong_cell, r.corrupt, r.transport_errors, r.keepalive_retries, r.ws_messages, r.ws_lost, r.ws_reordered, r.longpolls, r.longpolls_cut, r.p50_ms ?? "-", r.p99_ms ?? "-", `${r.rss_mib.start}/${r.rss_mib.peak}/${r.rss_mib.end}`];
-  const table = [head, ...rows.map(line), ["total", Math.round(wallMs / 1000), total("requests"), total("router_5xx_intended"), total("router_5xx_unintended"), total("fallback_legacy"), total("stale_ignored"), total("fallback_unscheduled"), total("wrong_cell"), total("corrupt"), total("transport_errors"), total("keepalive_retries"), total("ws_messages"), total("ws_lost"), total("ws_reordered"), total("longpolls"), total("longpolls_cut"), pct(allLat, 50) ?? "-", pct(allLat, 99) ?? "-", ""]];
+  const head = ["phase", "s", "reqs", "5xx ok", "5xx BAD", "legacy fb", "stale", "stale!", "fb load", "wrong", "corrupt", "xport", "ka retry", "ws msgs", "ws lost", "ws reord", "lp", "lp cut", "p50", "p99", "RSS MiB start/peak/end"];
+  const line = (r) => [r.phase, r.seconds, r.requests, r.router_5xx_intended, r.router_5xx_unintended, r.fallback_legacy, r.stale_served, r.stale_ignored, r.fallback_unscheduled, r.wrong_cell, r.corrupt, r.transport_errors, r.keepalive_retries, r.ws_messages, r.ws_lost, r.ws_reordered, r.longpolls, r.longpolls_cut, r.p50_ms ?? "-", r.p99_ms ?? "-", `${r.rss_mib.start}/${r.rss_mib.peak}/${r.rss_mib.end}`];
+  const table = [head, ...rows.map(line), ["total", Math.round(wallMs / 1000), total("requests"), total("router_5xx_intended"), total("router_5xx_unintended"), total("fallback_legacy"), total("stale_served"), total("stale_ignored"), total("fallback_unscheduled"), total("wrong_cell"), total("corrupt"), total("transport_errors"), total("keepalive_retries"), total("ws_messages"), total("ws_lost"), total("ws_reordered"), total("longpolls"), total("longpolls_cut"), pct(allLat, 50) ?? "-", pct(allLat, 99) ?? "-", ""]];
   const widths = head.map((_, i) => Math.max(...table.map((r) => String(r[i]).length)));
   const out = [];
-  out.push(`\nsoak (${O.mode}): ${O.clients} clients, ${O.seconds} s schedule, seed ${O.seed}, stack start-up ${startupMs} ms, wall ${Math.round(wallMs / 1000)} s`);
+  out.push(`soak (${O.mode}): ${O.clients} clients, ${O.seconds} s schedule, seed ${O.seed}, stack start-up ${startupMs} ms, wall ${Math.round(wallMs / 1000)} s, load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end`);
   for (const r of table) out.push(r.map((c, i) => String(c).padStart(i === 0 ? 0 : widths[i]).padEnd(i === 0 ? widths[0] : 0)).join("  "));
-  out.push("(5xx ok: the router's 502 for cell 4 while it was down; legacy fb: cell 1 answered while the service could not, a documented fallback; stale!: of those, keys the same workerd had routed right < 600 s before (stale-if-error not used); fb load: cell 1 outside the fault windows, logged by the router as its failure path (the service missed the timeout on a loaded machine or the breaker was open); ka retry: a request sent again after its reused keep-alive connection was reset before any answer; p50/p99: plain requests, ms)");
-  out.push("workerd generations:");
-  for (const m of memory) out.push(`  #${m.generation} pid ${m.pid}: RSS start ${m.start_mib}, warm ${m.warm_mib}, peak ${m.peak_mib}, end ${m.end_mib} MiB (growth ${m.growth_mib} MiB${m.bounded ? "" : `, OVER the ${mib(O.rssGrowthLimit)} MiB limit`})`);
-  if (Object.values(unscheduled).some((v) => v)) out.push(`fallbacks outside the fault windows, by the router's logged reason: ${JSON.stringify(unscheduled)}`);
-  for (const r of reloads) out.push(`  reload #${r.from} -> #${r.to}: new workerd ready in ${r.started_ms} ms, old drained in ${r.drained_ms} ms (${r.left_in_flight} left in flight)`);
-  process.stdout.write(out.join("\n") + "\n");
+  const notes = [];
+  notes.push("(5xx ok: the router's 502 for cell 4 while it was down; legacy fb: cell 1 answered while the service could not, a documented fallback; stale: answers the router logged as stale (an expired entry standing in for the failing service); stale!: legacy fb for keys the same workerd had routed right < 570 s before (stale-if-error not used); fb load: cell 1 outside the fault windows, logged by the router as its failure path (the service missed the timeout on a loaded machine or the breaker was open); ka retry: a request sent again after its reused keep-alive connection was reset before any answer; p50/p99: plain requests, ms)");
+  notes.push("workerd generations:");
+  for (const m of memory) {
+    const c = caches.generations.find((g) => g.generation === m.generation);
+    notes.push(`  #${m.generation} pid ${m.pid}: RSS start ${m.start_mib}, warm ${m.warm_mib}, peak ${m.peak_mib}, end ${m.end_mib} MiB (growth ${m.growth_mib} MiB${m.bounded ? "" : `, OVER the ${mib(O.rssGrowthLimit)} MiB limit`}); ${c.keys} keys asked, memory cache ${c.memory_entries} entries`);
+  }
+  if (Object.values(unscheduled).some((v) => v)) notes.push(`fallbacks outside the fault windows, by the router's logged reason: ${JSON.stringify(unscheduled)}`);
+  for (const r of reloads) notes.push(`  reload #${r.from} -> #${r.to}: new workerd ready in ${r.started_ms} ms, old drained in ${r.drained_ms} ms (${r.left_in_flight} left in flight)`);
+  const burst = total("burst");
+  if (burst) notes.push(`storm: ${burst} requests of the 404 burst (${O.burstClients} clients on one namespace no cell knows), judged like the others (their cell: the legacy cell)`);
+  out.push(...notes);
+  process.stdout.write(`\n${out.join("\n")}\n`);
 
   if (failures.length) {
     const byKind = {};
@@ -535,7 +650,9 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
     }
   }
   if (!memoryOk) process.stdout.write(`\nFAILURE: workerd RSS grew more than ${mib(O.rssGrowthLimit)} MiB over a generation's life\n`);
+  if (!caches.past_capacity) process.stdout.write(`\nFAILURE: no generation was asked for more keys than its memory cache holds (eviction untested)\n`);
   process.stdout.write(`\n${ok ? "soak passed" : "soak FAILED"}; details in target/soak/latest.json\n`);
+  if (flag("--record")) recordFigures(out, ok);
 
   const dir = join(ROOT, "target", "soak");
   mkdirSync(dir, { recursive: true });
@@ -551,6 +668,7 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
         fault_windows: windows.map((w) => ({ kind: w.kind, from_ms: w.from - T0, to_ms: w.to - T0, grace_ms: w.grace })),
         rows,
         memory,
+        caches,
         reloads,
         unscheduled_fallbacks: unscheduled,
         failures: failures.slice(0, 500),
@@ -563,6 +681,31 @@ function report({ startupMs, memory, routerLogs, wallMs }) {
     ),
   );
   process.exitCode = ok ? 0 : 1;
+}
+
+/**
+ * Writes this run's figures into docs/soak.md, between the markers of its
+ * mode: the figures there are the soak's own output, never pasted.
+ */
+function recordFigures(out, ok) {
+  const file = join(ROOT, "docs", "soak.md");
+  const begin = `<!-- soak figures: ${O.mode} -->`;
+  const end = `<!-- end of soak figures: ${O.mode} -->`;
+  const doc = readFileSync(file, "utf8");
+  const from = doc.indexOf(begin);
+  const to = doc.indexOf(end);
+  if (from < 0 || to < from) {
+    process.stderr.write(`--record: docs/soak.md has no "${begin}" ... "${end}" section; nothing written\n`);
+    process.exitCode = 1;
+    return;
+  }
+  const git = (...a) => execFileSync("git", a, { cwd: ROOT, encoding: "utf8" }).trim();
+  const changed = git("status", "--porcelain", "--untracked-files=no").split("\n").filter((l) => l && !l.endsWith("docs/soak.md"));
+  const commit = `${git("rev-parse", "--short", "HEAD")}${changed.length ? " with uncommitted changes" : ""}`;
+  const command = ["bash bench/soak.sh", ...args.filter((a) => a !== "--record"), ...(args.includes("--seed") ? [] : ["--seed", String(O.seed)])].join(" ");
+  const section = [begin, "", `\`${command}\` on ${new Date().toISOString().slice(0, 10)}, commit ${commit}: **${ok ? "passed" : "FAILED"}**`, "", "```", ...out, "```", "", end].join("\n");
+  writeFileSync(file, doc.slice(0, from) + section + doc.slice(to + end.length));
+  say(`figures written into docs/soak.md (${O.mode})`);
 }
 
 main().catch(async (e) => {

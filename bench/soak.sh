@@ -3,13 +3,15 @@
 # workerd through Miniflare in front of devstack, 32 clients of mixed
 # traffic for 15 minutes while the Topology Service goes down, slows, errs
 # and answers 404, cell 4 is killed and restarted and the worker is
-# reloaded. Prints a table per fault phase, writes target/soak/latest.json,
-# exits non-zero on any corrupt body, lost message, unintended 5xx, wrong
-# cell outside a documented fallback or unbounded memory. docs/soak.md.
+# reloaded, then all of it at once (the storm). Prints a table per fault
+# phase, writes target/soak/latest.json, exits non-zero on any corrupt
+# body, lost message, unintended 5xx, wrong cell outside a documented
+# fallback, stale answer not used, or unbounded memory. docs/soak.md.
 #
 #   bash bench/soak.sh            # 32 clients, 15 minutes
 #   bash bench/soak.sh --short    # CI: 8 clients, 100 s (under 3 minutes in all)
 #   bash bench/soak.sh --clients 16 --seconds 300 --seed 7
+#   bash bench/soak.sh --record   # also writes the figures into docs/soak.md
 #
 # Needs build/ (scripts/build-worker.sh) and node_modules; builds devstack
 # (debug, as the e2e tests use it) when it is missing.

@@ -6,7 +6,7 @@
 #
 # WORKER_OUT_DIR (default build) and WORKER_FEATURES (cargo features, none
 # by default) make other builds: the tests build one with the
-# `panic-probe` feature into target/worker-probe.
+# `panic-probe` and `test-rulesets` features into target/worker-probe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${WORKER_OUT_DIR:-build}"
@@ -24,8 +24,13 @@ stamp="$out/worker/index.wasm"
 # marked, so the next plain build does not take it for up to date.
 names_mark="$out/worker/.names-kept"
 names_match() { if [ -n "${KEEP_WASM_NAMES:-}" ]; then [ -f "$names_mark" ]; else [ ! -f "$names_mark" ]; fi; }
+sources=(src crates/router-core/src crates/router-core/Cargo.toml rules Cargo.toml Cargo.lock build.rs)
+case ",$features," in *,test-rulesets,*) sources+=(tests/e2e/rules) ;; esac
+# A build made with other features is not this one.
+features_mark="$out/worker/.features"
 if [ -f "$stamp" ] && [ -z "${FORCE_BUILD:-}" ] && names_match && \
-   [ -z "$(find src crates/router-core/src crates/router-core/Cargo.toml rules Cargo.toml Cargo.lock build.rs -newer "$stamp" -print -quit)" ]; then
+   [ "$(cat "$features_mark" 2>/dev/null)" = "$features" ] && \
+   [ -z "$(find "${sources[@]}" -newer "$stamp" -print -quit)" ]; then
   echo "$out/ is up to date" >&2
   exit 0
 fi
@@ -46,6 +51,7 @@ CUSTOM_SHIM="$PWD/src/entry.js" worker-build --release --out-dir "$out" "${cargo
 # worker-build keeps the wasm names section (function names for stack
 # traces, ~40 KiB gzip); drop it unless KEEP_WASM_NAMES is set. Panic
 # messages keep their text and location either way.
+printf '%s' "$features" > "$features_mark"
 rm -f "$names_mark"
 if [ -n "${KEEP_WASM_NAMES:-}" ]; then
   touch "$names_mark"

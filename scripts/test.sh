@@ -17,6 +17,11 @@ echo "==> building the worker and the local stack" >&2
 bash scripts/build-worker.sh
 cargo build --quiet -p devstack -p rulesctl
 
+# Every route of GitLab's own route snapshot against the cells ruleset and
+# the expectation table (tests/rules/README.md); prints its counts and time.
+echo "==> GitLab's route snapshot (rulesctl routes-check)" >&2
+target/debug/rulesctl routes-check tests/rules/gitlab_routes.json --quiet
+
 # The wasm budget (gzip -9), enforced: a bigger worker starts slower.
 budget_kib=350
 gz=$(gzip -9 -c build/worker/index.wasm | wc -c)
@@ -25,6 +30,10 @@ if [ "$gz" -gt $((budget_kib * 1024)) ]; then
   echo "build/worker/index.wasm is $gz bytes gzip, over the ${budget_kib} KiB budget" >&2
   exit 1
 fi
+
+# The test build (tests/e2e/harness.mjs buildTestWorker), made once here
+# so that suites running side by side never build it at the same time.
+WORKER_OUT_DIR=target/worker-probe WORKER_FEATURES=panic-probe,test-rulesets bash scripts/build-worker.sh
 
 echo "==> end-to-end tests through workerd" >&2
 # tests/bench: the benchmark's own arithmetic (bench/paired.mjs).

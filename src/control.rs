@@ -1,25 +1,25 @@
 //! The runtime control document at the edge (router_core::control): read
 //! from the `ROUTER_CONTROL` KV namespace at most once per interval per
-//! isolate, by the one request that finds it due, and applied to the
-//! isolate (disabled rules, purge generation, passthrough, log override).
+//! isolate, in the background of the one request that finds it due
+//! (`ctx.waitUntil`: no request waits for it), and applied to the isolate
+//! (disabled rules, purge generation, passthrough, log override). Only an
+//! isolate's first requests wait for its first read, and for at most
+//! `router_core::control::FIRST_READ_WAIT_MS`.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
-use router_core::control::{Control, ControlState, Mode, ReadOutcome, CONTROL_KEY};
-use router_core::ruleset::Ruleset;
-use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
+use router_core::control::{
+    Control, ControlState, Mode, ReadOutcome, CONTROL_KEY, MAX_DOCUMENT_BYTES, READ_TIMEOUT_MS,
+};
+use wasm_bindgen::JsValue;
 
-use crate::EdgeResolver;
+use crate::isolate::Isolate;
 
 /// The KV binding's name (`kv_namespaces` in wrangler.toml).
 pub const BINDING: &str = "ROUTER_CONTROL";
 
-/// A KV read that takes longer is abandoned (the last document stays).
-const READ_TIMEOUT_MS: u64 = 1_000;
-
-/// How long a request waits for another request's first read of the
-/// document (the isolate's first), polling every few ms.
+/// How often a request waiting for the isolate's first read looks for it.
 const FIRST_READ_POLL_MS: u32 = 5;
 
 /// The isolate's control state, present when the binding is.
@@ -38,10 +38,10 @@ impl Controls {
     }
 
     /// Whether a request must go the asynchronous way first (a read is due,
-    /// or the isolate has never read the document).
+    /// or the isolate's first read is under way).
     pub fn needs_read(&self, now: u64) -> bool {
         let state = self.state.borrow();
-        state.must_wait() || state.due(now)
+        state.must_wait(now) || state.due(now)
     }
 
     pub fn mode(&self) -> Mode {
@@ -52,44 +52,54 @@ impl Controls {
         self.state.borrow().current().request_log
     }
 
-    /// Reads the document if it is due and applies it; otherwise, until
-    /// the isolate's first read has finished, waits for it.
-    pub async fn refresh(&self, ruleset: Option<&Ruleset>, resolver: Option<&EdgeResolver>) {
-        let now = now_ms();
-        if self.state.borrow().due(now) {
-            self.state.borrow_mut().begin_read(now);
-            let outcome = read(&self.binding).await;
-            let applied = self.state.borrow_mut().finish_read(outcome, now_ms());
-            if let Some(problem) = &applied.problem {
-                crate::log_error("control", problem);
-            }
-            if applied.changed {
-                let state = self.state.borrow();
-                apply(state.current(), applied.purged, ruleset, resolver);
-            }
+    /// Starts a read in the background of this request (`ctx`) if one is
+    /// due; then, until the isolate's first read has finished (and for at
+    /// most `FIRST_READ_WAIT_MS`), waits for it.
+    pub async fn refresh(iso: &Rc<Isolate>, ctx: &worker::worker_sys::Context) {
+        let Some(controls) = &iso.controls else {
             return;
+        };
+        let now = now_ms();
+        if controls.state.borrow().due(now) {
+            controls.state.borrow_mut().begin_read(now);
+            let iso = Rc::clone(iso);
+            let read = wasm_bindgen_futures::future_to_promise(async move {
+                if let Some(controls) = &iso.controls {
+                    let outcome = read(&controls.binding).await;
+                    controls.finish_read(&iso, outcome);
+                }
+                Ok(JsValue::UNDEFINED)
+            });
+            let _ = ctx.wait_until(&read);
         }
-        let mut waited = 0;
-        while self.state.borrow().must_wait() && waited < READ_TIMEOUT_MS + 100 {
+        while controls.state.borrow().must_wait(now_ms()) {
             router_core::resolve::Platform::sleep(&crate::io::JsPlatform, FIRST_READ_POLL_MS).await;
-            waited += u64::from(FIRST_READ_POLL_MS);
+        }
+    }
+
+    fn finish_read(&self, iso: &Isolate, outcome: ReadOutcome) {
+        let applied = self.state.borrow_mut().finish_read(outcome, now_ms());
+        if let Some(problem) = &applied.problem {
+            crate::log_error("control", problem);
+        }
+        let known = self.state.borrow().is_known();
+        if let Some(resolver) = &iso.resolver {
+            resolver.set_shared_usable(known);
+        }
+        if applied.changed {
+            let state = self.state.borrow();
+            apply(state.current(), applied.purged, iso);
         }
     }
 }
 
-fn apply(
-    control: &Control,
-    purged: bool,
-    ruleset: Option<&Ruleset>,
-    resolver: Option<&EdgeResolver>,
-) {
-    let line = serde_json::json!({
-        "level": "info",
-        "scope": "control",
-        "message": format!("control document applied: {}", control.summary()),
-    });
-    web_sys::console::log_1(&line.to_string().into());
-    if let Some(rules) = ruleset {
+fn apply(control: &Control, purged: bool, iso: &Isolate) {
+    crate::log_line(
+        "info",
+        "control",
+        &format!("control document applied: {}", control.summary()),
+    );
+    if let Some(rules) = &iso.state.ruleset {
         let unknown = rules.set_disabled(&control.disabled_rules);
         if !unknown.is_empty() {
             crate::log_error(
@@ -103,7 +113,7 @@ fn apply(
         }
     }
     if purged {
-        if let Some(resolver) = resolver {
+        if let Some(resolver) = &iso.resolver {
             resolver.purge(control.purge_generation);
         }
     }
@@ -113,57 +123,14 @@ fn now_ms() -> u64 {
     js_sys::Date::now() as u64
 }
 
-/// One read of the document: `binding.get(CONTROL_KEY)`, bounded in time.
+/// One read of the document: `binding.get(CONTROL_KEY)` as a stream, at
+/// most [`MAX_DOCUMENT_BYTES`] of it, bounded in time.
 async fn read(binding: &JsValue) -> ReadOutcome {
-    let get = js_sys::Reflect::get(binding, &"get".into())
-        .ok()
-        .and_then(|f| f.dyn_into::<js_sys::Function>().ok());
-    let Some(get) = get else {
-        return ReadOutcome::Failed(format!("{BINDING} is not a KV namespace"));
-    };
-    let promise = match get.call1(binding, &CONTROL_KEY.into()) {
-        Ok(p) => p,
-        Err(e) => return ReadOutcome::Failed(describe(&e)),
-    };
-    let Ok(promise) = promise.dyn_into::<js_sys::Promise>() else {
-        return ReadOutcome::Failed(format!("{BINDING}.get did not return a promise"));
-    };
-    // Raced against a timer in JS: the read is abandoned after the limit.
-    let timer = js_sys::Promise::new(&mut |resolve, _| {
-        let set_timeout = js_sys::Reflect::get(&js_sys::global(), &"setTimeout".into())
-            .ok()
-            .and_then(|f| f.dyn_into::<js_sys::Function>().ok());
-        if let Some(set_timeout) = set_timeout {
-            let _ = set_timeout.call3(
-                &JsValue::UNDEFINED,
-                &resolve,
-                &JsValue::from_f64(READ_TIMEOUT_MS as f64),
-                &TIMED_OUT.into(),
-            );
-        }
-    });
-    let race = js_sys::Promise::race(&js_sys::Array::of2(&promise, &timer));
-    match JsFuture::from(race).await {
-        Ok(value) if value.as_string().as_deref() == Some(TIMED_OUT) => {
-            ReadOutcome::Failed(format!("no answer within {READ_TIMEOUT_MS} ms"))
-        }
-        Ok(value) if value.is_null() || value.is_undefined() => ReadOutcome::Absent,
-        Ok(value) => match value.as_string() {
-            Some(text) => ReadOutcome::Text(text),
-            None => ReadOutcome::Failed("the value is not text".into()),
-        },
-        Err(e) => ReadOutcome::Failed(describe(&e)),
+    // Abandoned a little before the state gives the read up.
+    let timeout = (READ_TIMEOUT_MS - 500) as u32;
+    match crate::kv::get_bounded(binding, CONTROL_KEY, MAX_DOCUMENT_BYTES, timeout).await {
+        crate::kv::Read::Text(text) => ReadOutcome::Text(text),
+        crate::kv::Read::Absent => ReadOutcome::Absent,
+        crate::kv::Read::Failed(why) => ReadOutcome::Failed(why),
     }
-}
-
-/// What the timer resolves with; a document can never be this text (it is
-/// not a JSON object).
-const TIMED_OUT: &str = "\u{0}timed out";
-
-fn describe(error: &JsValue) -> String {
-    error
-        .dyn_ref::<js_sys::Error>()
-        .map(|e| String::from(e.message()))
-        .or_else(|| error.as_string())
-        .unwrap_or_else(|| "KV error".into())
 }

@@ -140,28 +140,47 @@ function restartWasm() {
 }
 
 /**
+ * Every position, code and name the entry reads plans and writes its input
+ * with (router_core::wire::layout): Rust's, asked once. This module holds
+ * none of its own.
+ */
+const W = JSON.parse(glue.wireLayout());
+
+/**
  * `routerSetup`'s answer, once per instance, made ready for `scanHeaders`
- * and `apply`: the header names the rules need (as a name → position map;
- * null when they need every header), the client headers always dropped (a
- * Set) and the prefixes of those always dropped, the signing key, the
- * answer to a failed upstream fetch (the plan's answer form).
+ * and `apply`: whether the rules need every header, the signing key, the
+ * answer to a failed upstream fetch (the plan's answer form), the
+ * circuits' answered slots.
  */
 let setup;
 
 function loadSetup(env) {
-  const [names, baseDrop, dropPrefixes, seed, upstreamAnswer] = glue.routerSetup(env);
+  const [names, seed, upstreamAnswer, answeredAt, answeredCount] = glue.routerSetup(env);
   return {
-    wanted: names === null ? null : new Map(names.map((name, i) => [name, i])),
-    baseDrop: new Set(baseDrop),
-    dropPrefixes,
-    // headerKind's memory: header name → what is done with it.
+    // How many header values routeSync's input carries (null: the rules
+    // need every header, asked one by one).
+    wantedCount: names === null ? null : names.length,
+    // headerKind's memory: header name → what Rust said is done with it.
     kinds: new Map(),
     signingKey: seed === null ? null : importSigningKey(seed),
     upstreamAnswer,
     // routeSync's input buffer in this instance's memory (`inputBuffer`);
     // `setup` is made anew after a panic, so is this.
     input: { memory: globalThis.wasmInstance.exports.memory, address: 0, capacity: 0, view: null },
+    // When each listed address last answered, one f64 per circuit in wasm
+    // memory (Rust's CellHealth reads them): written here for every
+    // response from a listed cell, with no call into wasm.
+    answered: { memory: globalThis.wasmInstance.exports.memory, address: answeredAt, count: answeredCount, view: null },
   };
+}
+
+/** Notes in `answered` (setup's) that circuit `circuit` (the plan's index) answered now. */
+function noteAnswered(answered, circuit) {
+  // A view of a memory that has grown since is detached (length 0).
+  if (answered.view === null || answered.view.length === 0) {
+    answered.view = new Float64Array(answered.memory.buffer, answered.address, answered.count);
+  }
+  answered.view[circuit] = Date.now();
 }
 
 /** The input buffer as bytes (made anew when wasm memory has grown). */
@@ -189,9 +208,6 @@ function writeInput(text) {
   return utf8.encodeInto(text, inputView(input)).written;
 }
 
-// routeSync's answer when its plan did not fit the input buffer (src/lib.rs
-// PLAN_TOO_LONG); any other negative answer (NOT_ROUTED) means routeAsync.
-const PLAN_TOO_LONG = -2;
 
 const utf8Decoder = new TextDecoder();
 
@@ -203,7 +219,8 @@ const utf8Decoder = new TextDecoder();
 function routeSync(text) {
   const length = glue.routeSync(writeInput(text));
   if (length >= 0) return utf8Decoder.decode(inputView(setup.input).subarray(0, length));
-  return length === PLAN_TOO_LONG ? glue.takePlan() : undefined;
+  // Any other negative answer (NOT_ROUTED) means routeAsync.
+  return length === W.PLAN_TOO_LONG ? glue.takePlan() : undefined;
 }
 
 /**
@@ -232,37 +249,21 @@ async function signToken(input) {
   return `${input}.${btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")}`;
 }
 
-/**
- * Whether the client header `name` is dropped: in `dropped` or starting
- * with one of `prefixes`, compared with "_" read as "-"
- * (forward::drop_key: Rack maps X_Forwarded_Host and X-Forwarded-Host to
- * the same variable).
- */
-function isDropped(name, dropped, prefixes) {
-  const key = name.includes("_") ? name.replaceAll("_", "-") : name;
-  if (dropped.has(key)) return true;
-  for (let i = 0; i < prefixes.length; i++) if (key.startsWith(prefixes[i])) return true;
-  return false;
-}
-
-/** How many header names `headerKind` remembers before it starts over. */
-const KINDS_MAX = 256;
 
 /**
- * What the entry does with a client header named `name`, remembered per
- * name (one Map lookup per header instead of the drop tests): bit 0 set
- * when it is always dropped, and above it the name's position in `wanted`
- * plus one (0: not wanted).
+ * What the entry does with a client header named `name`, as Rust decided
+ * it (`headerKind`) and remembered here per name (one Map lookup per
+ * header): bit 0 set when it is always dropped, and above it the name's
+ * position among the values routeSync reads plus one (0: not read).
  */
 function headerKind(name) {
-  const { kinds, wanted } = setup;
+  const { kinds } = setup;
   let kind = kinds.get(name);
   if (kind === undefined) {
-    const at = wanted === null ? undefined : wanted.get(name);
-    kind = ((at === undefined ? 0 : at + 1) << 1) | (isDropped(name, setup.baseDrop, setup.dropPrefixes) ? 1 : 0);
+    kind = glue.headerKind(name);
     // Names are few in practice; a client sending endless new ones only
     // makes this start over.
-    if (kinds.size >= KINDS_MAX) kinds.clear();
+    if (kinds.size >= W.KINDS_MAX) kinds.clear();
     kinds.set(name, kind);
   }
   return kind;
@@ -271,13 +272,13 @@ function headerKind(name) {
 /**
  * One pass over the client's headers (forEach: no iterator objects, one
  * call into the runtime): routeSync's input, the URL, the method and the
- * values the rules need in `wanted`'s order, an absent header as
- * "\x01", joined by NUL in one join (so they cross into wasm as one flat
- * string; undefined when the rules need every header), and the names of
- * the headers always dropped.
+ * values the rules need in Rust's order, an absent header as
+ * `HEADER_ABSENT`, joined by `SEPARATOR` in one join (so they cross into
+ * wasm as one flat string; undefined when the rules need every header),
+ * and the names of the headers always dropped.
  */
-function scanHeaders(headers, wanted, url, method) {
-  const parts = wanted === null ? null : new Array(wanted.size + 2).fill("\u0001");
+function scanHeaders(headers, wantedCount, url, method) {
+  const parts = wantedCount === null ? null : new Array(wantedCount + 2).fill(W.HEADER_ABSENT);
   const drops = [];
   headers.forEach((value, name) => {
     const kind = headerKind(name);
@@ -287,17 +288,17 @@ function scanHeaders(headers, wanted, url, method) {
   if (parts === null) return { input: undefined, drops };
   parts[0] = url;
   parts[1] = method;
-  return { input: parts.join("\u0000"), drops };
+  return { input: parts.join(W.SEPARATOR), drops };
 }
 
 function errorMessage(error) {
   return error instanceof Error ? error.message : String(error);
 }
 
-// The plan (router_core::plan::Plan::encode): fields joined by NUL, items
-// inside a field by \x01.
-const FIELD = "\u0000";
-const ITEM = "\u0001";
+// The plan (router_core::wire::Plan::encode): fields joined by W.FIELD,
+// items inside a field by W.ITEM, each field at its W position.
+const FIELD = W.FIELD;
+const ITEM = W.ITEM;
 
 /** An answer field (`status ITEM name ITEM value … ITEM body`) as a Response. */
 function response(field) {
@@ -323,16 +324,17 @@ function fail(field, why, head, started) {
   return answer;
 }
 
-// A forward plan's fields by position (Plan::encode); the headers to set
-// follow from SET_FROM (router_core::plan::FORWARD_FIXED_FIELDS) as name,
-// value, name, value, …, so one split reads the whole plan.
-const [TARGET_URL, DROP, SIGN_INPUT, SIGN_HEADER, SIGN_FAILURE, UPSTREAM_FAILURE_LOG] = [1, 2, 3, 4, 5, 6];
-const [LOG_HEAD, LOG_TAIL, LOG_MIN_STATUS, NOT_FOUND_DELAY, REPORT, SET_FROM] = [7, 8, 9, 10, 11, 12];
+// A forward plan's fields by position (W); the headers to set follow from
+// SET_FROM as name, value, name, value, …, so one split reads the whole
+// plan. Taken into constants once: the hot path reads them by index.
+const { URL: TARGET_URL, DROP, SIGN_INPUT, SIGN_HEADER, SIGN_FAILURE, UPSTREAM_FAILURE_LOG } = W;
+const { LOG_HEAD, LOG_TAIL, LOG_MIN_STATUS, HELD_STATUS, DEADLINE } = W;
+const { REPORT, CIRCUIT, REPORT_FROM, REPORT_TO, HEADERS_TIMEOUT, BODY, SET_FROM } = W;
 
-/** An answer plan's fields (`A, answer, log head, log tail, log min status`) as its Response, logged. */
+/** An answer plan's fields as its Response, logged. */
 function answered(f, started) {
-  const res = response(f[1]);
-  writeLog(f[2], f[3], f[4], res.status, started);
+  const res = response(f[W.ANSWER]);
+  writeLog(f[W.ANSWER_LOG_HEAD], f[W.ANSWER_LOG_TAIL], f[W.ANSWER_LOG_MIN_STATUS], res.status, started);
   return res;
 }
 
@@ -343,16 +345,16 @@ function answered(f, started) {
  * iterator objects on the usual path (they cost the most while V8 still
  * runs this unoptimised).
  */
-function forwardedHeaders(client, drops, f, dropPrefixes) {
+function forwardedHeaders(client, drops, f) {
   const headers = new Headers(client);
   const drop = f[DROP];
   if (drop === "") {
     for (let i = 0; i < drops.length; i++) headers.delete(drops[i]);
   } else {
-    // Names the client's Connection header listed besides the usual set.
-    const dropped = new Set(drop.split(ITEM));
+    // The client's Connection named headers besides the usual set: Rust
+    // says which of the client's go (rare; a call per header).
     for (const name of client.keys()) {
-      if (isDropped(name, dropped, dropPrefixes)) headers.delete(name);
+      if (glue.droppedBy(name, drop)) headers.delete(name);
     }
   }
   for (let i = SET_FROM; i + 1 < f.length; i += 2) headers.set(f[i], f[i + 1]);
@@ -366,10 +368,10 @@ function forwardedHeaders(client, drops, f, dropPrefixes) {
  */
 async function apply(request, client, method, drops, plan, started) {
   const f = plan.split(FIELD);
-  if (f[0] === "A") return answered(f, started);
+  if (f[0] === W.KIND_ANSWER) return answered(f, started);
   // Taken now: a panic elsewhere while this request awaits resets `setup`.
-  const { dropPrefixes, upstreamAnswer } = setup;
-  const headers = forwardedHeaders(client, drops, f, dropPrefixes);
+  const { upstreamAnswer, answered: answeredSlots } = setup;
+  const headers = forwardedHeaders(client, drops, f);
   const logHead = f[LOG_HEAD];
   if (f[SIGN_INPUT] !== "") {
     try {
@@ -378,33 +380,53 @@ async function apply(request, client, method, drops, plan, started) {
       if (f[SIGN_FAILURE] !== "") return fail(f[SIGN_FAILURE], errorMessage(error), logHead, started);
     }
   }
+  // A listed cell's address (its circuit): the entry writes when it
+  // answered, and reports to Rust only what the plan asks to hear of.
+  const circuit = f[CIRCUIT];
   const report = f[REPORT];
-  let upstream;
   const sent = Date.now();
+  let timer;
+  let late = false;
+  const headersTimeout = Number(f[HEADERS_TIMEOUT]);
+  if (headersTimeout > 0) {
+    timer = setTimeout(() => {
+      late = true;
+      reportOutcome(circuit, report, W.NO_HEADERS, sent, false);
+    }, headersTimeout);
+  }
+  let upstream;
   try {
-    upstream = await fetch(f[TARGET_URL], { method, headers, body: request.body, redirect: "manual" });
+    upstream = await fetch(f[TARGET_URL], { method, headers, body: f[BODY] === "1" ? request.body : undefined, redirect: "manual" });
   } catch (error) {
-    if (report !== "") reportOutcome(report, 0, sent);
+    clearTimeout(timer);
+    if (report !== "") reportOutcome(circuit, report, W.FETCH_FAILED, sent, false);
     return fail(`${f[UPSTREAM_FAILURE_LOG]}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started);
   }
+  clearTimeout(timer);
   const status = upstream.status;
-  // A listed cell's outcome goes back to Rust (its circuit) only when the
-  // plan asks for every outcome (a trial request) or the cell failed: the
-  // usual answer costs no call.
-  if (report !== "" && (report[0] === "a" || (status >= 502 && status <= 504))) reportOutcome(report, status, sent);
-  const notFoundDelay = f[NOT_FOUND_DELAY];
-  if (status === 404 && notFoundDelay !== "0") {
-    // GITLAB_NOT_FOUND_DELAY_MS, drawn by Rust: a timer, nothing read or
-    // buffered; the upstream response is returned as it came.
-    await new Promise((resolve) => setTimeout(resolve, Number(notFoundDelay)));
+  if (report !== "") {
+    if (late || (status >= Number(f[REPORT_FROM]) && status <= Number(f[REPORT_TO]))) {
+      reportOutcome(circuit, report, status, sent, upstream.headers.has(W.RETRY_AFTER));
+    } else {
+      noteAnswered(answeredSlots, Number(circuit));
+    }
+  }
+  const deadline = Number(f[DEADLINE]);
+  if (deadline > 0 && status === Number(f[HELD_STATUS])) {
+    // GITLAB_NOT_FOUND_DELAY_MS: the deadline Rust drew, counted from the
+    // request's start, so the answer's time does not tell how fast the
+    // cell was. A timer; nothing read or buffered, the upstream response
+    // returned as it came.
+    const left = started + deadline - Date.now();
+    if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
   }
   writeLog(logHead, f[LOG_TAIL], f[LOG_MIN_STATUS], status, started);
   return upstream;
 }
 
-function reportOutcome(report, status, sent) {
+function reportOutcome(circuit, report, status, sent, retryAfter) {
   try {
-    glue.cellOutcome(report, status, Date.now() - sent);
+    glue.cellOutcome(Number(circuit), report, status, sent, retryAfter);
   } catch (error) {
     if (error instanceof WebAssembly.RuntimeError) restartWasm();
   }
@@ -442,7 +464,7 @@ export default {
       const method = request.method;
       // Each read of a Request property is a call into workerd: once each.
       const client = request.headers;
-      const { input, drops } = scanHeaders(client, setup.wanted, url, method);
+      const { input, drops } = scanHeaders(client, setup.wantedCount, url, method);
       let plan = input === undefined ? undefined : routeSync(input);
       if (plan === undefined) {
         // The header values alone, as routeAsync takes them.

@@ -5,10 +5,10 @@ use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use router_core::cells::{CellList, HealthRecord, ProbeResult};
+use router_core::forward::trace::Trace;
 use router_core::resolve::{
     CachedAnswer, Platform, RawAnswer, SharedCache, TopologyTransport, TransportError,
 };
-use router_core::trace::Trace;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortSignal, Headers, Request, RequestInit, RequestRedirect, Response};
@@ -17,16 +17,6 @@ use web_sys::{AbortSignal, Headers, Request, RequestInit, RequestRedirect, Respo
 pub fn global_fetch(request: &Request) -> js_sys::Promise {
     let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
     global.fetch_with_request(request)
-}
-
-/// A random (v4) UUID from the platform's CSPRNG, for signature ids:
-/// 16 bytes of [`random_bytes`]' pool, as the request id is made (no
-/// `crypto.randomUUID()` call, three crossings out of wasm, per signed
-/// request).
-pub fn random_uuid() -> String {
-    let mut bytes = [0u8; 16];
-    random_bytes(&mut bytes);
-    router_core::trace::uuid_v4(bytes)
 }
 
 /// Fills `out` with CSPRNG bytes, for request ids and trace ids.
@@ -259,8 +249,10 @@ impl TopologyTransport for FetchTransport {
 /// The Cloudflare Cache API (`caches.default`), shared by every isolate of
 /// a colo and by every Worker of the zone (staging, production and the
 /// registry deployments alike). Entries are JSON responses whose
-/// `Cache-Control` carries the TTL and whose `Cache-Tag` lets operators
-/// purge by tag. Keys are under the deployment's namespace
+/// `Cache-Control` keeps them for the TTL plus the stale window (the
+/// entry's `expires_at_ms` says when it expires; until the window ends it
+/// can stand in for a failing service) and whose `Cache-Tag` lets
+/// operators purge by tag. Keys are under the deployment's namespace
 /// ([`router_core::config::Config::cache_namespace`]), so one deployment
 /// never reads another's answers. Writes are started and left in `pending`
 /// for the edge to hand to `waitUntil`, so no request waits for one.
@@ -305,7 +297,7 @@ impl SharedCache for CacheApi {
         serde_json::from_str(&text).ok()
     }
 
-    fn put(&self, key: &str, answer: &CachedAnswer, ttl_secs: u32) {
+    fn put(&self, key: &str, answer: &CachedAnswer, keep_secs: u32) {
         let Some(cache) = Self::default_cache() else {
             return;
         };
@@ -314,7 +306,7 @@ impl SharedCache for CacheApi {
         };
         let Ok(headers) = Headers::new() else { return };
         let _ = headers.set("content-type", "application/json");
-        let _ = headers.set("cache-control", &format!("max-age={ttl_secs}"));
+        let _ = headers.set("cache-control", &format!("max-age={keep_secs}"));
         let _ = headers.set("cache-tag", &answer.tags.join(","));
         let init = web_sys::ResponseInit::new();
         init.set_headers(&headers);
@@ -387,63 +379,73 @@ impl Platform for JsPlatform {
         js_sys::Math::random()
     }
 
+    fn random_bytes(&self, out: &mut [u8]) {
+        random_bytes(out);
+    }
+
     async fn sleep(&self, ms: u32) {
         worker::Delay::from(Duration::from_millis(u64::from(ms))).await;
     }
 
     fn warn(&self, message: &str) {
-        let line = serde_json::json!({"level": "warn", "scope": "resolver", "message": message});
-        web_sys::console::error_1(&line.to_string().into());
+        crate::log_warn("resolver", message);
     }
 }
 
-/// The scheduled probe's record ([`HealthRecord`]) in the Cache API, under
-/// one fixed key per deployment namespace: every isolate of the colo reads
-/// the same record.
+/// The scheduled probe's record ([`HealthRecord`]) in the deployment's own
+/// KV namespace (`ROUTER_CONTROL`), under [`HEALTH_KEY`]: only this
+/// deployment's Worker can write there (the zone-wide Cache API, where it
+/// lived before, is writable by any Worker on the zone), and KV carries it
+/// to every isolate, in every location.
 pub struct HealthStore {
-    key: String,
+    binding: JsValue,
 }
 
+/// The probe record's key.
+pub const HEALTH_KEY: &str = "cell-health";
+
+/// The largest probe record read (a line per cell: 1,000 cells fit).
+const HEALTH_MAX_BYTES: usize = 256 * 1024;
+
+/// A KV read of the record that takes longer is abandoned.
+const HEALTH_READ_TIMEOUT_MS: u32 = 1_000;
+
 impl HealthStore {
-    pub fn new(namespace: &str) -> HealthStore {
-        HealthStore {
-            key: format!("https://gitlab-http-router.internal/{namespace}/v1/cell-health"),
-        }
+    pub fn new(binding: JsValue) -> HealthStore {
+        HealthStore { binding }
     }
 
     pub async fn get(&self) -> Option<HealthRecord> {
-        let cache = CacheApi::default_cache()?;
-        let found = JsFuture::from(cache.match_with_str(&self.key)).await.ok()?;
-        let response: Response = found.dyn_into().ok()?;
-        let text = JsFuture::from(response.text().ok()?)
-            .await
-            .ok()?
-            .as_string()?;
-        HealthRecord::decode(&text)
+        match crate::kv::get_bounded(
+            &self.binding,
+            HEALTH_KEY,
+            HEALTH_MAX_BYTES,
+            HEALTH_READ_TIMEOUT_MS,
+        )
+        .await
+        {
+            crate::kv::Read::Text(text) => HealthRecord::decode(&text),
+            _ => None,
+        }
     }
 
     /// Stores `record` for `ttl_secs`; a failure only costs isolates the
-    /// record (they then rely on their own circuits).
+    /// record (they then rely on their own circuits), and is logged.
     pub async fn put(&self, record: &HealthRecord, ttl_secs: u32) {
-        let Some(cache) = CacheApi::default_cache() else {
-            return;
-        };
-        let body = record.encode();
-        let Ok(headers) = Headers::new() else { return };
-        let _ = headers.set("content-type", "text/plain");
-        let _ = headers.set("cache-control", &format!("max-age={ttl_secs}"));
-        let init = web_sys::ResponseInit::new();
-        init.set_headers(&headers);
-        let Ok(response) = Response::new_with_opt_str_and_init(Some(&body), &init) else {
-            return;
-        };
-        let _ = JsFuture::from(cache.put_with_str(&self.key, &response)).await;
+        if let Err(e) = crate::kv::put(&self.binding, HEALTH_KEY, &record.encode(), ttl_secs).await
+        {
+            crate::log_error(
+                "cell-health",
+                &format!("storing the probe record failed: {e}"),
+            );
+        }
     }
 }
 
 /// Probes every listed cell's health URL at once (`GET
 /// <scheme>://<address><health_path>`, no redirects followed, abandoned
-/// after `timeout_ms`): up is a 2xx.
+/// after `timeout_ms`); what each answer means is
+/// [`router_core::cells::Verdict`]'s.
 pub async fn probe_cells(list: &CellList, scheme: &str, timeout_ms: u32) -> HealthRecord {
     let started = js_sys::Date::now();
     // Every fetch is started before any is awaited: they run together.
@@ -467,18 +469,19 @@ pub async fn probe_cells(list: &CellList, scheme: &str, timeout_ms: u32) -> Heal
         let ms = (js_sys::Date::now() - started).max(0.0) as u64;
         cells.push(match outcome {
             Ok(response) => {
-                let status = response.unchecked_into::<Response>().status();
+                let response = response.unchecked_into::<Response>();
+                if let Some(body) = response.body() {
+                    let _ = body.cancel();
+                }
                 ProbeResult {
                     id,
-                    up: HealthRecord::is_up(status),
-                    status,
+                    status: response.status(),
                     ms,
                     error: None,
                 }
             }
             Err(e) => ProbeResult {
                 id,
-                up: false,
                 status: 0,
                 ms,
                 error: Some(

@@ -273,6 +273,7 @@ export class Deploy {
       percentage: p,
       signal: this.signal,
       warn,
+      smokeSecret: s.smokeSecret,
     });
   }
 

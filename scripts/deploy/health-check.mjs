@@ -1,9 +1,13 @@
 // The health check of one version: HEALTH_CHECK_CMD and/or a request to
 // HEALTH_CHECK_URL carrying Cloudflare's version override header, so the
 // probe reaches that version whatever the traffic split (also at 0 %, as
-// long as the version is in the deployment).
+// long as the version is in the deployment), and the smoke-test secret
+// (SMOKE_TEST_SECRET), without which the router answers an override 403.
 import { spawn } from "node:child_process";
 import { say } from "./log.mjs";
+
+/** The header the router reads the smoke-test secret from (router_core::forward::SMOKE_TEST_HEADER). */
+export const SMOKE_TEST_HEADER = "x-gitlab-http-router-smoke-test";
 
 /** The Cloudflare-Workers-Version-Overrides value: a structured-header dictionary. */
 export function versionOverride(workerName, versionId) {
@@ -44,7 +48,7 @@ async function probe(url, headers, timeoutS, signal) {
  * traffic). Returns {ok, problem, command?, url?, checked_at}; without a
  * command or a URL it warns and passes.
  */
-export async function runHealthCheck({ cmd, url, timeoutS = 10, environment, workerName, newVersion, oldVersion, percentage, signal, warn }) {
+export async function runHealthCheck({ cmd, url, timeoutS = 10, environment, workerName, newVersion, oldVersion, percentage, signal, warn, smokeSecret = "" }) {
   const result = { ok: true, problem: null, checked_at: new Date().toISOString() };
   if (cmd) {
     say(`health check: ${cmd}`);
@@ -64,7 +68,8 @@ export async function runHealthCheck({ cmd, url, timeoutS = 10, environment, wor
   }
   if (url) {
     const override = versionOverride(workerName, newVersion);
-    const { status, error } = await probe(url, { "cloudflare-workers-version-overrides": override }, timeoutS, signal);
+    const headers = { "cloudflare-workers-version-overrides": override, ...(smokeSecret ? { [SMOKE_TEST_HEADER]: smokeSecret } : {}) };
+    const { status, error } = await probe(url, headers, timeoutS, signal);
     say(`health check: ${url} answered ${status ?? "nothing"} (version ${newVersion})`);
     result.url = { url, status, override, ...(error ? { error } : {}) };
     if (status === null || !healthyStatus(status)) {

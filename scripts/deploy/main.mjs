@@ -10,7 +10,7 @@ import { CloudflareApi } from "./cloudflare-api.mjs";
 import { Deploy } from "./deploy.mjs";
 import { parseArguments, USAGE } from "./arguments.mjs";
 import { DeployError, EXIT, fail, PROGRAM, say } from "./log.mjs";
-import { buildWorker, checkChangeLock, checkEnvironment, checkToken, validateRulesets } from "./preflight.mjs";
+import { buildWorker, checkChangeLock, checkEnvironment, checkSmokeSecret, checkToken, validateRulesets } from "./preflight.mjs";
 import { rollback } from "./rollback.mjs";
 import { PlanError } from "./rollout-plan.mjs";
 import { newRecord, RecordFile } from "./rollout-record.mjs";
@@ -41,6 +41,7 @@ async function main(argv) {
   if (!args.environment) fail(EXIT.USAGE, USAGE.trimEnd(), { raw: true });
   const env = checkEnvironment(config, args.environment);
   checkToken(settings, args.dryRun);
+  checkSmokeSecret(settings, args.dryRun);
 
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "deploy-worker."));
   process.on("exit", () => fs.rmSync(workDir, { recursive: true, force: true }));

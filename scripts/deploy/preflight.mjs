@@ -26,6 +26,20 @@ export function checkToken(settings, dryRun) {
   }
 }
 
+/**
+ * The router answers a request carrying Cloudflare-Workers-Version-Overrides
+ * with 403 unless it carries the smoke-test secret (the Worker secret
+ * GITLAB_SMOKE_TEST_SECRET): a HEALTH_CHECK_URL probe needs it.
+ */
+export function checkSmokeSecret(settings, dryRun) {
+  if (!dryRun && settings.healthUrl && !settings.smokeSecret) {
+    fail(
+      EXIT.USAGE,
+      "HEALTH_CHECK_URL is set but SMOKE_TEST_SECRET is not: the router refuses (403) a version override without the smoke-test secret. Set SMOKE_TEST_SECRET to the Worker secret GITLAB_SMOKE_TEST_SECRET of this environment (wrangler secret put GITLAB_SMOKE_TEST_SECRET --env <env>; in CI: a masked, protected variable)",
+    );
+  }
+}
+
 function run(cmd, args, cwd) {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { cwd, stdio: ["ignore", 2, 2] });

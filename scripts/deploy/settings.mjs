@@ -50,6 +50,7 @@ export function readSettings(env, root) {
     healthCmd: env.HEALTH_CHECK_CMD || "",
     healthUrl: env.HEALTH_CHECK_URL || "",
     healthTimeout: env.HEALTH_CHECK_TIMEOUT || "10",
+    smokeSecret: env.SMOKE_TEST_SECRET || "",
     lockFile: env.CHANGE_LOCK_FILE || path.join(root, "change-lock.toml"),
     lockFileGiven: Boolean(env.CHANGE_LOCK_FILE),
     lockOverride: isTrue(env.CHANGE_LOCK_OVERRIDE),

@@ -92,16 +92,18 @@ describe("health check", () => {
   });
   test("HEALTH_CHECK_URL on a loopback server: the header arrives; 3xx passes, 5xx and no answer fail", async (t) => {
     const seen = [];
+    const secrets = [];
     let status = 302;
     const server = http.createServer((req, res) => {
       seen.push(req.headers["cloudflare-workers-version-overrides"]);
+      secrets.push(req.headers["x-gitlab-http-router-smoke-test"]);
       res.writeHead(status, status === 302 ? { location: "/elsewhere" } : {});
       res.end();
     });
     await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
     t.after(() => new Promise((resolve) => server.close(resolve)));
     const url = `http://127.0.0.1:${server.address().port}/-/health`;
-    const args = { url, timeoutS: 5, environment: "staging", workerName: "w", newVersion: "v2", oldVersion: "v1", percentage: 0 };
+    const args = { url, timeoutS: 5, environment: "staging", workerName: "w", newVersion: "v2", oldVersion: "v1", percentage: 0, smokeSecret: "s3cret" };
     const ok = await runHealthCheck(args);
     assert.equal(ok.ok, true, JSON.stringify(ok));
     assert.equal(ok.url.status, 302, "the redirect is not followed");
@@ -110,6 +112,7 @@ describe("health check", () => {
     assert.equal(bad.ok, false);
     assert.match(bad.problem, /answered 503/);
     assert.deepEqual(seen, ['w="v2"', 'w="v2"']);
+    assert.deepEqual(secrets, ["s3cret", "s3cret"], "the smoke-test secret goes with the override");
     const closed = await runHealthCheck({ ...args, url: "http://127.0.0.1:1/" });
     assert.equal(closed.ok, false);
     assert.match(closed.problem, /answered nothing/);

@@ -9,9 +9,11 @@
 //     the key and the percentages (the same key, the same version)
 //   neither -> a version chosen at random by the percentages
 // A version answers 200 "version <id>", or 503 when its tag was marked
-// broken. Every request is recorded.
+// broken; with `smokeSecret`, as the router does, 403 to an override
+// request that lacks x-gitlab-http-router-smoke-test: <secret>. Every
+// request is recorded.
 //
-//   const edge = await startEdge(api, workerName);
+//   const edge = await startEdge(api, workerName, { smokeSecret });
 //   edge.url("/-/health"); edge.breakTag("abc1234"); edge.requests; await edge.close()
 import { createHash } from "node:crypto";
 import http from "node:http";
@@ -31,7 +33,7 @@ export function bucketOf(key) {
   return createHash("sha256").update(key).digest().readUInt32BE(0) % 100;
 }
 
-export async function startEdge(api, workerName) {
+export async function startEdge(api, workerName, { smokeSecret } = {}) {
   const requests = [];
   const brokenTags = new Set();
 
@@ -53,13 +55,14 @@ export async function startEdge(api, workerName) {
     const { version, how } = choose(req);
     const record = api.scripts.get(workerName)?.versions.find((v) => v.id === version);
     const broken = record && brokenTags.has(record.annotations["workers/tag"]);
+    const refused = smokeSecret !== undefined && how === "override" && req.headers["x-gitlab-http-router-smoke-test"] !== smokeSecret;
     requests.push({
       path: req.url,
       override: req.headers["cloudflare-workers-version-overrides"] ?? null,
       key: req.headers["cloudflare-workers-version-key"] ?? null,
       version,
       how,
-      status: !version ? 404 : broken ? 503 : 200,
+      status: !version ? 404 : refused ? 403 : broken ? 503 : 200,
     });
     res.writeHead(requests.at(-1).status, { "content-type": "text/plain", "x-standin-version": version ?? "" });
     res.end(version ? `version ${version}\n` : "no Worker on this route\n");

@@ -16,11 +16,13 @@ import path from "node:path";
 import { before, describe, test } from "node:test";
 import { startStandin } from "./cf-api-standin.mjs";
 import { startEdge } from "./edge-standin.mjs";
-import { ACCOUNT_ID, ensureBuild, REPO, workerName, workerRoutes } from "./helpers.mjs";
+import { ACCOUNT_ID, SMOKE_SECRET, ensureBuild, REPO, workerName, workerRoutes } from "./helpers.mjs";
 
 const GCL_VERSION = "4.73.0";
 const EXPECTED_STAGES = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-production", "rollback"];
 const EXPECTED_JOBS = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-registry-staging", "deploy-production", "deploy-registry-production", "rollback-staging", "rollback-registry-staging", "rollback-production", "rollback-registry-production", "rollback"];
+// Scheduled pipelines run this job only, and other pipelines never do.
+const SCHEDULED_JOBS = ["soak-full"];
 const HOME = os.homedir();
 
 let gcl = null; // path of the gitlab-ci-local binary, or null
@@ -129,7 +131,8 @@ describe(".gitlab-ci.yml", () => {
     assert.equal(r.status, 0, r.stderr + r.stdout);
     const jobs = JSON.parse(r.stdout);
     const byName = Object.fromEntries(jobs.map((j) => [j.name, j]));
-    assert.deepEqual(jobs.map((j) => j.name).sort(), [...EXPECTED_JOBS].sort());
+    assert.deepEqual(jobs.map((j) => j.name).sort(), [...EXPECTED_JOBS, ...SCHEDULED_JOBS].sort());
+    for (const job of SCHEDULED_JOBS) assert.equal(byName[job].when, "never", `${job} runs on a schedule only`);
     // jobs come in stage order
     const stageIndex = jobs.map((j) => EXPECTED_STAGES.indexOf(j.stage));
     assert.ok(stageIndex.every((s) => s >= 0), JSON.stringify(jobs.map((j) => j.stage)));
@@ -143,6 +146,14 @@ describe(".gitlab-ci.yml", () => {
       assert.equal(byName[`rollback-${env}`].when, "manual");
       assert.deepEqual(byName[`rollback-${env}`].needs.map((n) => n.job), [`deploy-${env}`], `rollback-${env} reads deploy-${env}'s record`);
     }
+  });
+
+  test("a scheduled pipeline runs the full soak and nothing else: no deploy", (t) => {
+    if (!gcl) return t.skip(whyNot);
+    const r = gitlabCiLocal(["--list-json", "--variable", "CI_PIPELINE_SOURCE=schedule", "--ignore-predefined-vars", "CI_PIPELINE_SOURCE"], { timeout: 60_000 });
+    assert.equal(r.status, 0, r.stderr + r.stdout);
+    const jobs = JSON.parse(r.stdout);
+    assert.deepEqual(jobs.filter((j) => j.when !== "never").map((j) => j.name), SCHEDULED_JOBS);
   });
 
   test("the validate job runs in the shell and agrees with rulesctl validate", (t) => {
@@ -184,7 +195,7 @@ describe(".gitlab-ci.yml", () => {
     const name = workerName("staging");
     const api = await startStandin();
     t.after(() => api.close());
-    const edge = await startEdge(api, name);
+    const edge = await startEdge(api, name, { smokeSecret: SMOKE_SECRET });
     t.after(() => edge.close());
     const oldVersion = api.seed(name, { tag: "0ldc0de", routes: workerRoutes("staging") });
     const variables = {
@@ -192,6 +203,7 @@ describe(".gitlab-ci.yml", () => {
       CLOUDFLARE_API_TOKEN: "test",
       CLOUDFLARE_ACCOUNT_ID: ACCOUNT_ID,
       HEALTH_CHECK_URL: edge.url("/users/sign_in"),
+      SMOKE_TEST_SECRET: SMOKE_SECRET,
       ROLLOUT_PERCENTAGES: "50 100",
       BAKE_SECONDS: "0",
       SMOKE_DELAY_SECONDS: "0",
@@ -238,6 +250,6 @@ print(json.dumps({"stages": doc["stages"], "jobs": {k: v for k, v in doc.items()
     assert.equal(r.status, 0, r.stderr);
     const { stages, jobs } = JSON.parse(r.stdout);
     assert.deepEqual(stages, EXPECTED_STAGES);
-    assert.deepEqual(Object.keys(jobs).sort(), [...EXPECTED_JOBS].sort());
+    assert.deepEqual(Object.keys(jobs).sort(), [...EXPECTED_JOBS, ...SCHEDULED_JOBS].sort());
   });
 });

@@ -12,6 +12,8 @@ import { parse } from "smol-toml";
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const SCRIPT = path.join(REPO, "deploy-worker.sh");
 export const ACCOUNT_ID = "0123456789abcdef0123456789abcdef";
+/** The smoke-test secret the deploy sends and the edge stand-in asks for. */
+export const SMOKE_SECRET = "smoke-test-secret-0123";
 
 /** Builds the worker once when build/ is missing (the tests use SKIP_BUILD=true). */
 export function ensureBuild() {
@@ -72,6 +74,7 @@ export function makeProject(t) {
         SKIP_BUILD: "true",
         BAKE_SECONDS: "0",
         SMOKE_DELAY_SECONDS: "0",
+        SMOKE_TEST_SECRET: SMOKE_SECRET,
         ROLLOUT_RECORD: path.join(dir, "rollout-record.json"),
         DEPLOY_TAG: "abc1234",
         DEPLOY_MESSAGE: "test deploy",

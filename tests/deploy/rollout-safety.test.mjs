@@ -9,7 +9,7 @@ import path from "node:path";
 import { before, describe, test } from "node:test";
 import { startStandin } from "./cf-api-standin.mjs";
 import { startEdge } from "./edge-standin.mjs";
-import { ensureBuild, explain, makeProject, runDeploy, workerName, workerRoutes, writes } from "./helpers.mjs";
+import { SMOKE_SECRET, ensureBuild, explain, makeProject, runDeploy, workerName, workerRoutes, writes } from "./helpers.mjs";
 
 const ENV = "staging";
 const NAME = workerName(ENV);
@@ -20,7 +20,7 @@ before(() => ensureBuild());
 async function setup(t, { seeded = true } = {}) {
   const api = await startStandin();
   t.after(() => api.close());
-  const edge = await startEdge(api, NAME);
+  const edge = await startEdge(api, NAME, { smokeSecret: SMOKE_SECRET });
   t.after(() => edge.close());
   const project = makeProject(t);
   const oldVersion = seeded ? api.seed(NAME, { tag: "0ldc0de", routes: workerRoutes(ENV) }) : null;
@@ -51,6 +51,18 @@ describe("smoke test, routes and rollout record", { concurrency: 2 }, () => {
     assert.equal(rec.outcome, "rolled-back");
     assert.deepEqual(rec.steps.map((s) => [s.percentage, s.smoke, s.health.ok]), [[0, true, false]]);
     assert.equal(rec.rollback.to, oldVersion);
+  });
+
+  test("HEALTH_CHECK_URL without SMOKE_TEST_SECRET stops the deploy before anything is uploaded; a wrong secret fails the smoke test (403)", async (t) => {
+    const { api, edge, project, oldVersion } = await setup(t);
+    const missing = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_URL: edge.url("/users/sign_in"), SMOKE_TEST_SECRET: "" }));
+    assert.equal(missing.code, 2, explain(missing));
+    assert.match(missing.stderr, /HEALTH_CHECK_URL is set but SMOKE_TEST_SECRET is not/);
+    assert.deepEqual(writes(api), [], "nothing uploaded or deployed");
+    const wrong = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_URL: edge.url("/users/sign_in"), SMOKE_TEST_SECRET: "guess" }));
+    assert.equal(wrong.code, 1, explain(wrong));
+    assert.match(wrong.stderr, /SMOKE TEST FAILED before any traffic was shifted \(HEALTH_CHECK_URL .* answered 403/);
+    assert.deepEqual(api.deploymentsPosted(NAME).at(-1).map((v) => [v.version_id, v.percentage]), [[oldVersion, 100]]);
   });
 
   test("a healthy rollout: every probe reaches the new version through the override, from 0 % on", async (t) => {

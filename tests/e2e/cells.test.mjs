@@ -5,97 +5,10 @@
 // it can be killed and restarted by PID.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { startReady, startRouter, stopChild, topologyToml, request, requestLogs, sessionCookie, freePort, eventually, scratchDir } from "./harness.mjs";
+import { createHash } from "node:crypto";
+import { request, requestLogs, sessionCookie, eventually, TEST_BUILD, buildTestWorker } from "./harness.mjs";
+import { startCells, stopCells, killCell, restartCell, runCron, healthLines, timed } from "./cells-harness.mjs";
 import { routableToken } from "./tokens.mjs";
-
-/**
- * Cells 1..cellCount (cell 1 is the legacy cell), a Topology Service that
- * knows them (unless `topology: false`), and `routers` copies of the router
- * with GITLAB_CELLS listing every cell.
- */
-async function startCells({ cellCount = 3, vars = {}, routers = 1, topology = true } = {}) {
-  const stack = { children: [], logs: [], cells: {} };
-  try {
-    for (let id = 1; id <= cellCount; id++) {
-      const { child, ready } = await startReady(["cell", "--id", String(id), "--listen", "127.0.0.1:0"], `cell ${id}`);
-      stack.children.push(child);
-      stack.cells[id] = { id, addr: ready.addr, child };
-    }
-    let topologyUrl;
-    if (topology) {
-      const dir = scratchDir("router-cells-");
-      const cfg = join(dir, "topology.toml");
-      writeFileSync(cfg, topologyToml(Object.values(stack.cells).map((c) => ({ id: c.id, address: c.addr }))));
-      const ts = await startReady(["topology", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"], "topology");
-      stack.children.push(ts.child);
-      topologyUrl = `http://${ts.ready.addr}`;
-    } else {
-      // Nothing listens there: every call fails at once.
-      topologyUrl = `http://127.0.0.1:${await freePort()}`;
-    }
-    stack.list = Object.values(stack.cells).map((c) => ({ id: c.id, address: c.addr, session_prefix: `cell-${c.id}`, health_path: "/-/readiness" }));
-    stack.vars = {
-      GITLAB_RULES_CONFIG: "cells",
-      GITLAB_TOPOLOGY_SERVICE_URL: topologyUrl,
-      GITLAB_PROXY_HOST: stack.cells[1].addr,
-      GITLAB_UPSTREAM_SCHEME: "http",
-      GITLAB_TOPOLOGY_TIMEOUT_MS: "300",
-      GITLAB_CELLS: JSON.stringify(stack.list),
-      ...vars,
-    };
-    stack.mf = await startRouter(stack.vars, stack.logs, { routers });
-    stack.urls = [];
-    for (let i = 0; i < routers; i++) {
-      stack.urls.push((await stack.mf.unsafeGetDirectURL(i === 0 ? "router" : `router-${i}`)).toString().replace(/\/$/, ""));
-    }
-    stack.url = stack.urls[0];
-  } catch (e) {
-    await stopCells(stack);
-    throw e;
-  }
-  return stack;
-}
-
-async function stopCells(stack) {
-  if (stack.mf) await stack.mf.dispose().catch(() => {});
-  for (const child of stack.children) await stopChild(child);
-}
-
-/** Kills a cell's process (SIGKILL: no goodbye) and waits for it to be gone. */
-async function killCell(stack, id) {
-  const { child } = stack.cells[id];
-  await new Promise((resolve) => {
-    child.once("exit", resolve);
-    child.kill("SIGKILL");
-  });
-}
-
-/** Starts the cell again on its old address. */
-async function restartCell(stack, id) {
-  const { child } = await startReady(["cell", "--id", String(id), "--listen", stack.cells[id].addr], `cell ${id} again`);
-  stack.children.push(child);
-  stack.cells[id].child = child;
-}
-
-/** Runs the router's scheduled handler (the Cron Trigger) in router `i`. */
-async function runCron(stack, i = 0) {
-  const worker = await stack.mf.getWorker(i === 0 ? "router" : `router-${i}`);
-  return worker.scheduled({ cron: "* * * * *" });
-}
-
-const healthLines = (stack) =>
-  stack.logs
-    .map((l) => l.slice(l.indexOf("{")))
-    .filter((l) => l.startsWith("{") && l.includes('"scope":"cell-health"'))
-    .map((l) => JSON.parse(l));
-
-async function timed(url, headers = {}, method = "GET") {
-  const t0 = performance.now();
-  const res = await request(url, { headers, method });
-  return { ...res, ms: performance.now() - t0, at: t0, cell: res.headers["x-demo-cell"] };
-}
 
 describe("passive health: a cell that dies gets fast 503s, and traffic returns when it is back", () => {
   let stack;
@@ -140,7 +53,7 @@ describe("passive health: a cell that dies gets fast 503s, and traffic returns w
     const failedBeforeOpen = waited.filter((r) => r.status === 502).length;
     assert.ok(failedBeforeOpen <= 6, `${failedBeforeOpen} requests failed on the dead cell before its circuit opened`);
     const sinceDeath = after3[first503].at + after3[first503].ms - killedAt;
-    assert.ok(sinceDeath < 2000, `first fast 503 ${sinceDeath} ms after the kill`);
+    assert.ok(sinceDeath < 1000, `first fast 503 ${sinceDeath} ms after the kill`);
     const open = after3.slice(first503).filter((r) => r.status === 503);
     for (const r of open) {
       assert.equal(r.headers["retry-after"] !== undefined, true, "Retry-After on every 503");
@@ -181,6 +94,40 @@ describe("passive health: a cell that dies gets fast 503s, and traffic returns w
     console.log(`# passive: traffic back on cell 3 ${returned.toFixed(0)} ms after its restart (cool-down 1500 ms)`);
   });
 
+  test("a slow trial never holds the circuit open past its cool-down", async () => {
+    const to3 = { cookie: sessionCookie(3) };
+    await killCell(stack, 3);
+    // Failures until the circuit opens (fast 503s from the router).
+    await eventually(async () => {
+      const r = await timed(`${stack.url}/dashboard`, to3);
+      assert.equal(r.status, 503);
+      assert.equal(r.cell, undefined);
+    }, 5000);
+    await restartCell(stack, 3);
+    // The first trial after the cool-down is a page that takes 15 s: sent
+    // again and again until one is not refused at once (it is the trial).
+    const slow = new AbortController();
+    let trialAt;
+    const giveUp = performance.now() + 6000;
+    while (trialAt === undefined && performance.now() < giveUp) {
+      const sent = performance.now();
+      const answered = await Promise.race([
+        request(`${stack.url}/dashboard`, { headers: { ...to3, "x-demo-delay-ms": "15000" }, signal: slow.signal }).catch(() => null),
+        new Promise((r) => setTimeout(() => r("in flight"), 300)),
+      ]);
+      if (answered === "in flight") trialAt = sent;
+      else assert.equal(answered?.status, 503, "refused while open");
+    }
+    assert.ok(trialAt !== undefined, "a slow request became the trial");
+    // Other users of cell 3 are back one trial spacing (1 s) later, not
+    // when the slow trial ends.
+    await eventually(async () => assert.equal((await timed(`${stack.url}/dashboard`, to3)).cell, "3"), 5000);
+    const back = performance.now() - trialAt;
+    slow.abort();
+    assert.ok(back < 3000, `traffic back ${back.toFixed(0)} ms after a slow trial went out`);
+    console.log(`# passive: with a 15 s trial in flight, cell 3's traffic was back ${back.toFixed(0)} ms after the trial was sent (trial spacing 1000 ms)`);
+  });
+
   test("404s and other client errors never open a circuit", async () => {
     const to2 = { cookie: sessionCookie(2) };
     for (let i = 0; i < 20; i++) {
@@ -192,17 +139,16 @@ describe("passive health: a cell that dies gets fast 503s, and traffic returns w
     assert.equal((await timed(`${stack.url}/dashboard`, to2)).status, 200);
   });
 
-  test("a cell answering 503 is opened like a dead one", async () => {
+  test("a cell answering 502, 503 or 504 is not opened: a status is the cell's choice", async () => {
     const to2 = { cookie: sessionCookie(2) };
-    const statuses = [];
-    for (let i = 0; i < 8; i++) statuses.push((await timed(`${stack.url}/dashboard`, { ...to2, "x-demo-status": "503" })).status);
-    const refused = await timed(`${stack.url}/dashboard`, to2);
-    assert.equal(refused.status, 503);
-    assert.equal(refused.cell, undefined, "answered by the router");
-    assert.ok(refused.headers["retry-after"]);
-    assert.deepEqual(statuses.slice(0, 5), [503, 503, 503, 503, 503]);
-    // Recovers after the cool-down by one trial.
-    await eventually(async () => assert.equal((await timed(`${stack.url}/dashboard`, to2)).cell, "2"), 4000);
+    for (let i = 0; i < 10; i++) {
+      for (const status of ["502", "503", "504"]) {
+        const r = await timed(`${stack.url}/dashboard`, { ...to2, "x-demo-status": status });
+        assert.equal(r.status, Number(status));
+        assert.equal(r.cell, "2", "answered by the cell, never refused by the router");
+      }
+    }
+    assert.equal((await timed(`${stack.url}/dashboard`, to2)).cell, "2");
   });
 });
 
@@ -246,6 +192,13 @@ describe("active health and the sign-in spread", () => {
   });
 
   test("300 anonymous sign-in pages spread over the healthy cells, each POST goes back to its cell", async () => {
+    // A client asking the cells for 503s cannot steer the spread: no
+    // status a cell answers opens its circuit.
+    for (let i = 0; i < 30; i++) {
+      const r = await timed(`${stack.urls[i % 2]}/users/sign_in`, { "x-demo-status": "503" });
+      assert.equal(r.status, 503);
+      assert.ok(r.cell, "the cell's own 503, passed on");
+    }
     const counts = { 1: 0, 2: 0, 3: 0, 4: 0 };
     const pages = [];
     for (let i = 0; i < 300; i++) {
@@ -303,5 +256,132 @@ describe("Topology Service down, nothing cached", () => {
       assert.equal(line.chosen_by, level === "static" ? "static" : "legacy");
       assert.match(line.error, /topology service (unreachable|not asked)/);
     }
+  });
+});
+
+describe("a rule that counts gateway statuses (tests/e2e/rules/gateway_statuses.json)", () => {
+  let stack;
+  before(async () => {
+    buildTestWorker();
+    stack = await startCells({ build: TEST_BUILD, vars: { GITLAB_RULES_CONFIG: "gateway_statuses", GITLAB_CELL_OPEN_MS: "1500" } });
+  });
+  after(async () => stack && stopCells(stack));
+
+  test("one organization's maintenance 503s (Retry-After) at 10 a second for 10 s refuse no other user", async () => {
+    const maintenance = { cookie: sessionCookie(2), "x-demo-status": "503", "x-demo-response-header": "Retry-After: 60" };
+    const others = { cookie: sessionCookie(2) };
+    const end = performance.now() + 10_000;
+    const org = [];
+    const users = [];
+    const orgLoop = (async () => {
+      while (performance.now() < end) {
+        org.push(await timed(`${stack.url}/acme/app`, maintenance));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    const userLoop = (async () => {
+      while (performance.now() < end) users.push(await timed(`${stack.url}/dashboard`, others));
+    })();
+    await Promise.all([orgLoop, userLoop]);
+    assert.ok(org.length >= 60, `${org.length} maintenance answers`);
+    assert.ok(org.every((r) => r.status === 503 && r.cell === "2"), "every maintenance 503 is the cell's own");
+    const refused = users.filter((r) => r.status !== 200 || r.cell !== "2");
+    assert.equal(refused.length, 0, `${refused.length} of ${users.length} other users refused`);
+    console.log(`# maintenance: ${org.length} 503s with Retry-After for one organization in 10 s; other users of the cell: ${users.length} requests, ${refused.length} refused`);
+  });
+
+  test("gateway statuses count in a row: an answer in between starts over, five open the circuit", async () => {
+    const to3 = { cookie: sessionCookie(3) };
+    const send = (status) => timed(`${stack.url}/dashboard`, status ? { ...to3, "x-demo-status": status } : to3);
+    for (const s of ["502", "503", "504", "502"]) assert.equal((await send(s)).cell, "3");
+    assert.equal((await send()).status, 200, "an answer: the run starts over");
+    for (const s of ["504", "503", "502", "504"]) assert.equal((await send(s)).cell, "3");
+    assert.equal((await send()).cell, "3", "four in a row do not open it");
+    for (const s of ["502", "502", "502", "502", "502"]) assert.equal((await send(s)).cell, "3");
+    const refused = await send();
+    assert.equal(refused.status, 503);
+    assert.equal(refused.cell, undefined, "refused by the router once five failed in a row");
+    await eventually(async () => assert.equal((await send()).cell, "3"), 5000);
+  });
+});
+
+describe("the probe cannot blackhole a cell", () => {
+  let stack;
+  // What an attacker's Worker on the same zone could write: a probe record
+  // where the router used to read it (the zone-wide Cache API).
+  const attacker = {
+    name: "attacker",
+    modules: true,
+    compatibilityDate: "2026-04-26",
+    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
+    script: `export default { async fetch(req) {
+      const { key, body } = await req.json();
+      await caches.default.put(key, new Response(body, { headers: { "cache-control": "max-age=600" } }));
+      return new Response("written");
+    } }`,
+  };
+  before(async () => {
+    stack = await startCells({
+      routers: 2,
+      extraWorkers: [attacker],
+      vars: { GITLAB_CELL_OPEN_MS: "60000", GITLAB_CELL_HEALTH_REFRESH_MS: "500" },
+      // Cell 2's health path answers 404, as GitLab's /-/readiness does to
+      // an address outside its monitoring allowlist.
+      list: (l) => l.map((c) => (c.id === 2 ? { ...c, health_path: "/-/health?x-demo-status=404" } : c)),
+    });
+  });
+  after(async () => stack && stopCells(stack));
+
+  const allAnswered = async (id, n = 20) => {
+    for (let i = 0; i < n; i++) {
+      for (const url of stack.urls) {
+        const r = await timed(`${url}/dashboard`, { cookie: sessionCookie(id) });
+        assert.equal(r.status, 200, `cell ${id} refused: ${r.text}`);
+        assert.equal(r.cell, String(id));
+      }
+    }
+  };
+
+  test("a health path answering 404 is a misconfigured probe, logged as an error, and marks nothing down", async () => {
+    const result = await runCron(stack, 0);
+    assert.equal(result.outcome, "ok");
+    const summary = await eventually(() => {
+      const line = healthLines(stack).find((l) => Array.isArray(l.misconfigured));
+      assert.ok(line);
+      return line;
+    });
+    assert.equal(summary.level, "error");
+    assert.deepEqual(summary.misconfigured, [2]);
+    assert.deepEqual(summary.down, []);
+    assert.match(summary.message, /monitoring allowlist/);
+    await allAnswered(2);
+  });
+
+  test("a record written into the Cache API by another Worker is not read", async () => {
+    const ns = createHash("sha256").update(`${stack.vars.GITLAB_TOPOLOGY_SERVICE_URL}\n${stack.vars.GITLAB_PROXY_HOST}`).digest("hex").slice(0, 32);
+    const now = Date.now();
+    const writer = (await stack.mf.unsafeGetDirectURL("attacker")).toString();
+    for (const body of [`cell-health 1 ${now}\n3 0 0 1 refused\n`, `cell-health 2 ${now}\n3 d 0 1 refused\n`]) {
+      const r = await fetch(writer, { method: "POST", body: JSON.stringify({ key: `https://gitlab-http-router.internal/${ns}/v1/cell-health`, body }) });
+      assert.equal(await r.text(), "written");
+      await new Promise((r) => setTimeout(r, 600));
+      await allAnswered(3, 5);
+    }
+  });
+
+  test("a record dated in the future is refused, and the real probe's record is still applied", async () => {
+    const kv = await stack.mf.getKVNamespace("ROUTER_CONTROL", "router");
+    const tenYears = Date.now() + 10 * 365 * 86_400_000;
+    await kv.put("cell-health", `cell-health 2 ${tenYears}\n3 d 0 1 refused\n`);
+    await new Promise((r) => setTimeout(r, 600));
+    await allAnswered(3, 5);
+    // Cell 3 really dies; the cron finds it; every isolate refuses it.
+    await killCell(stack, 3);
+    await runCron(stack, 0);
+    await eventually(async () => {
+      const r = await timed(`${stack.urls[1]}/dashboard`, { cookie: sessionCookie(3) });
+      assert.equal(r.status, 503);
+      assert.equal(r.cell, undefined);
+    }, 5000);
   });
 });

@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, startStack, request, requestLogs, getJson, postJson, sessionCookie, setControl, eventually } from "./harness.mjs";
+import { workerdChildren, rss } from "./procs.mjs";
 
 const RULESCTL = join(ROOT, "target", "debug", "rulesctl");
 
@@ -209,6 +210,71 @@ describe("ROUTER_CONTROL", () => {
     try {
       assert.equal(await cellOf(stack, sessionCookie(2)), "2");
       assert.deepEqual(controlLines(stack), []);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("a 20 MiB control value is refused after its first 64 KiB: workerd's memory stays flat", async () => {
+    const MiB = 1024 * 1024;
+    const stack = await startStack({ ruleset: "session_prefix", cellCount: 2, control: true, vars });
+    try {
+      assert.equal(await cellOf(stack, sessionCookie(2)), "2");
+      await setControl(stack, `{"note":"${"x".repeat(20 * MiB)}"}`);
+      const pids = [...workerdChildren()];
+      const before = Math.max(...pids.map(rss));
+      const mark = stack.logs.length;
+      let peak = before;
+      const refused = await eventually(async () => {
+        await cellOf(stack, sessionCookie(2));
+        peak = Math.max(peak, ...pids.map(rss));
+        const line = controlLines(stack, mark).find((l) => l.level === "error");
+        assert.ok(line, "the refusal is logged");
+        return line;
+      }, 10 * INTERVAL_MS);
+      for (let i = 0; i < 20; i++) {
+        assert.equal(await cellOf(stack, sessionCookie(2)), "2", "routed with the last good document");
+        peak = Math.max(peak, ...pids.map(rss));
+      }
+      assert.match(refused.message, /over the 65536-byte limit/);
+      console.log(`# 20 MiB control value: refused (${refused.message}); workerd RSS ${(before / MiB).toFixed(1)} -> peak ${(peak / MiB).toFixed(1)} MiB`);
+      assert.ok(peak - before < 16 * MiB, `workerd grew ${((peak - before) / MiB).toFixed(1)} MiB`);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("during a KV outage a new isolate's first request waits at most ~200 ms, the next not at all", async () => {
+    // ROUTER_CONTROL as a binding whose reads never answer (KV down).
+    const stuckKv = {
+      name: "stuck-kv",
+      modules: true,
+      script: `export default function () {
+        return {
+          get: () => new Promise(() => {}),
+          put: () => new Promise(() => {}),
+        };
+      }`,
+    };
+    const stack = await startStack({
+      ruleset: "session_prefix",
+      cellCount: 2,
+      vars,
+      routerOptions: [{ wrappedBindings: { ROUTER_CONTROL: "stuck-kv" } }],
+      extraWorkers: [stuckKv],
+    });
+    try {
+      const times = [];
+      for (let i = 0; i < 10; i++) {
+        const started = performance.now();
+        assert.equal(await cellOf(stack, sessionCookie(2)), "2", "routed with what the isolate has");
+        times.push(performance.now() - started);
+      }
+      console.log(`# KV never answering: first request ${times[0].toFixed(0)} ms, then ${times.slice(1).map((t) => t.toFixed(0)).join(", ")} ms`);
+      assert.ok(times[0] >= 190, `the first request waited ${times[0].toFixed(0)} ms for the first read`);
+      assert.ok(times[0] < 700, `the first request waited ${times[0].toFixed(0)} ms`);
+      const later = times.slice(1).sort((a, b) => a - b);
+      assert.ok(later[Math.floor(later.length / 2)] < 100, `later requests: ${later.map((t) => t.toFixed(0))}`);
     } finally {
       await stack.stop();
     }

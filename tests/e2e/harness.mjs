@@ -2,7 +2,7 @@
 // Miniflare, in front of real demo cells and a real local Topology Service
 // (crates/devstack), all on free loopback ports. Every process it starts is
 // stopped by PID in stop().
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import { mkdtempSync, writeFileSync, existsSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import http from "node:http";
 import net from "node:net";
 import { Miniflare } from "miniflare";
+import assert from "node:assert/strict";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const DEVSTACK = process.env.DEVSTACK_BIN ?? join(ROOT, "target", "debug", "devstack");
@@ -26,6 +27,24 @@ export function scratchDir(prefix) {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   scratchDirs.push(dir);
   return dir;
+}
+
+/**
+ * The test build of the worker (under the repository): the `panic-probe`
+ * feature (paths that panic on purpose) and the `test-rulesets` feature
+ * (tests/e2e/rules/ compiled in beside rules/). scripts/test.sh builds it
+ * before the suites run; buildTestWorker() makes sure it is up to date
+ * (seconds when it is).
+ */
+export const TEST_BUILD = "target/worker-probe";
+
+export function buildTestWorker() {
+  const r = spawnSync("bash", ["scripts/build-worker.sh"], {
+    cwd: ROOT,
+    stdio: ["ignore", "inherit", "inherit"],
+    env: { ...process.env, WORKER_OUT_DIR: TEST_BUILD, WORKER_FEATURES: "panic-probe,test-rulesets", SKIP_BUILD: "" },
+  });
+  if (r.status !== 0) throw new Error(`building the test worker into ${TEST_BUILD} failed`);
 }
 
 /** Starts devstack and resolves with it and its first stdout JSON line. */
@@ -132,7 +151,7 @@ export function topologyToml(cells, { cacheControl = "max-age=60", notFoundCache
  * Starts demo cells 1..cellCount, a Topology Service that knows them, and
  * the router with `vars` (GITLAB_* overrides). Cell 1 is the legacy cell.
  */
-export async function startStack({ ruleset = "session_prefix", vars = {}, routerVars = [], cellCount = 3, cellRoutes = {}, topology = {}, routers = 1, probe = false, build = "build", control = false } = {}) {
+export async function startStack({ ruleset = "session_prefix", vars = {}, routerVars = [], cellCount = 3, cellRoutes = {}, topology = {}, routers = 1, probe = false, build = "build", control = false, routerOptions = [], extraWorkers = [] } = {}) {
   const children = [];
   const logs = [];
   const stack = { children, logs, cells: {} };
@@ -167,7 +186,7 @@ export async function startStack({ ruleset = "session_prefix", vars = {}, router
       ...vars,
     };
     for (const [k, v] of Object.entries(stack.vars)) if (v === undefined) delete stack.vars[k];
-    stack.mf = await startRouter(stack.vars, logs, { routers, probe, build, routerVars, control });
+    stack.mf = await startRouter(stack.vars, logs, { routers, probe, build, routerVars, control, routerOptions, extraWorkers });
     const url = async (name) => (await stack.mf.unsafeGetDirectURL(name)).toString().replace(/\/$/, "");
     stack.urls = [];
     for (let i = 0; i < routers; i++) stack.urls.push(await url(routerName(i)));
@@ -199,13 +218,14 @@ const CACHE_PROBE = `export default { async fetch(req) {
  * the repository), build/ unless a test needs another build. `routerVars[i]`
  * overrides `vars` for router i (two configurations, one Cache API);
  * `routerOptions[i]` adds Miniflare worker options (bindings) to router i.
+ * `extraWorkers`: further Miniflare workers beside the routers.
  * `control`: bind the `ROUTER_CONTROL` KV namespace (one namespace shared
  * by every router, as by every isolate of a deployment); tests write it
  * with `setControl`. `{ id, persist }` binds namespace `id` kept in the
  * directory `persist` (where `wrangler kv … --local --persist-to DIR`
  * writes: DIR/v3/kv).
  */
-export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build", routerVars = [], routerOptions = [], control = false } = {}) {
+export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build", routerVars = [], routerOptions = [], control = false, extraWorkers = [] } = {}) {
   const workers = [];
   for (let i = 0; i < routers; i++) {
     workers.push({
@@ -224,6 +244,9 @@ export async function startRouter(vars, logs = [], { routers = 1, probe = false,
   if (probe) {
     workers.push({ name: "cache-probe", modules: true, script: CACHE_PROBE, compatibilityDate: "2026-04-26", unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] });
   }
+  // Other workers on the same runtime (sharing its Cache API, as every
+  // Worker of a zone does), e.g. one that writes what an attacker would.
+  workers.push(...extraWorkers);
   const mf = new Miniflare({
     workers,
     host: "127.0.0.1",
@@ -281,16 +304,41 @@ export function requestLogs(stack, from = 0) {
     .map((l) => JSON.parse(l));
 }
 
+/** A request through the router: the demo cell that answered (`x-demo-cell`), the router's log line and the response. */
+export async function via(stack, path, { headers = {}, method = "GET" } = {}) {
+  const from = stack.logs.length;
+  const res = await request(stack.url + path, { method, headers });
+  let log;
+  for (let i = 0; i < 100 && !log; i++) {
+    log = requestLogs(stack, from).find((l) => l.path !== undefined);
+    if (!log) await new Promise((r) => setTimeout(r, 10));
+  }
+  return { status: res.status, cell: res.headers["x-demo-cell"], log, res };
+}
+
+/** Each `[path, cell, rule]`: `rule` classifies it and demo cell `cell` answers, the path forwarded as it came. */
+export async function assertClassifiedTo(stack, cases) {
+  for (const [path, cell, rule] of cases) {
+    const r = await via(stack, path);
+    assert.equal(r.status, 200, path);
+    assert.equal(r.cell, cell, `${path} reached cell ${r.cell}`);
+    assert.equal(r.log.rule, rule, path);
+    const echo = r.res.json();
+    assert.equal(echo.path, path.split("?")[0], `${path}: forwarded as it came`);
+    assert.equal(echo.headers["x-gitlab-http-router-rule-action"], "classify", path);
+  }
+}
+
 /**
  * One HTTP/1.1 request with full control of headers (node:http sends them
  * as given, unlike fetch). `body` may be a Buffer/string or an async
  * iterable of Buffers (streamed with chunked encoding). Resolves with
  * status, headers and the body as text (or `sink(chunk)` is called per
- * chunk when given).
+ * chunk when given). `signal` aborts it.
  */
-export function request(url, { method = "GET", headers = {}, body, sink } = {}) {
+export function request(url, { method = "GET", headers = {}, body, sink, signal } = {}) {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, headers: { "accept-encoding": "identity", ...headers } }, (res) => {
+    const req = http.request(url, { method, signal, headers: { "accept-encoding": "identity", ...headers } }, (res) => {
       const chunks = [];
       res.on("data", (c) => (sink ? sink(c) : chunks.push(c)));
       res.on("end", () => {
@@ -312,6 +360,72 @@ export function request(url, { method = "GET", headers = {}, body, sink } = {}) 
         req.end();
       })().catch(reject);
     }
+  });
+}
+
+/**
+ * One HTTP/1.1 request written byte for byte on a socket: for header
+ * values node:http refuses to send (control bytes such as the plan's
+ * separators). Resolves with status, headers (lower-case names) and body.
+ */
+export function rawRequest(url, { method = "GET", path = "/", headers = [] } = {}) {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => {
+      const lines = [`${method} ${path} HTTP/1.1`, `host: ${hostname}:${port}`, "connection: close", "accept-encoding: identity"];
+      for (const [name, value] of headers) lines.push(`${name}: ${value}`);
+      socket.write(Buffer.from(`${lines.join("\r\n")}\r\n\r\n`, "latin1"));
+    });
+    let all = Buffer.alloc(0);
+    const done = (result) => {
+      socket.destroy();
+      resolve(result);
+    };
+    // Resolves as soon as the whole response is in (the runtime may keep
+    // the connection open whatever `connection: close` says).
+    const parse = (ended) => {
+      const cut = all.indexOf("\r\n\r\n");
+      if (cut < 0) return ended ? reject(new Error(`no response head: ${all.toString("latin1").slice(0, 200)}`)) : undefined;
+      const head = all.subarray(0, cut).toString("latin1").split("\r\n");
+      const status = Number(head[0].split(" ")[1]);
+      const hdrs = {};
+      for (const line of head.slice(1)) {
+        const i = line.indexOf(":");
+        hdrs[line.slice(0, i).toLowerCase()] = line.slice(i + 1).trim();
+      }
+      const rest = all.subarray(cut + 4);
+      let body;
+      if (/chunked/i.test(hdrs["transfer-encoding"] ?? "")) {
+        const parts = [];
+        let at = 0;
+        for (;;) {
+          const eol = rest.indexOf("\r\n", at);
+          if (eol < 0) return ended ? reject(new Error("cut chunked body")) : undefined;
+          const size = parseInt(rest.subarray(at, eol).toString("latin1"), 16);
+          if (size === 0) break;
+          if (rest.length < eol + 2 + size + 2) return ended ? reject(new Error("cut chunk")) : undefined;
+          parts.push(rest.subarray(eol + 2, eol + 2 + size));
+          at = eol + 2 + size + 2;
+        }
+        body = Buffer.concat(parts);
+      } else if (hdrs["content-length"] !== undefined) {
+        const n = Number(hdrs["content-length"]);
+        if (rest.length < n) return ended ? reject(new Error("cut body")) : undefined;
+        body = rest.subarray(0, n);
+      } else if (!ended) {
+        return undefined;
+      } else {
+        body = rest;
+      }
+      const text = body.toString("utf8");
+      done({ status, headers: hdrs, text, json: () => JSON.parse(text) });
+    };
+    socket.on("data", (d) => {
+      all = Buffer.concat([all, d]);
+      parse(false);
+    });
+    socket.on("error", reject);
+    socket.on("end", () => parse(true));
   });
 }
 

@@ -1,9 +1,10 @@
 // GITLAB_NOT_FOUND_DELAY_MS through the real worker in workerd, in front of
 // `devstack up` (the `cells` ruleset, the Topology Service): a 404 a cell
-// returns for a classified request waits a random delay in the range before
-// the router returns it; 200s, unclassified requests and the router's own
-// answers do not. The demo cells answer any status asked with
-// `x-demo-status`.
+// returns for a classified request is answered at a deadline drawn once per
+// request from the range (counted from the request's start, so how fast or
+// slow the cell was does not show); 200s, unclassified requests and the
+// router's own answers are not held. The demo cells answer any status asked
+// with `x-demo-status`, after `x-demo-delay-ms`.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -40,6 +41,30 @@ async function timed(path, headers = {}, router = 0) {
 }
 
 const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+
+/**
+ * The two-sample Kolmogorov–Smirnov test: the largest distance between
+ * the two empirical distributions, and its p-value (the asymptotic
+ * Kolmogorov distribution, with Stephens' small-sample correction).
+ */
+function kolmogorovSmirnov(a, b) {
+  const x = [...a].sort((p, q) => p - q);
+  const y = [...b].sort((p, q) => p - q);
+  let i = 0;
+  let j = 0;
+  let d = 0;
+  while (i < x.length && j < y.length) {
+    const v = Math.min(x[i], y[j]);
+    while (i < x.length && x[i] <= v) i++;
+    while (j < y.length && y[j] <= v) j++;
+    d = Math.max(d, Math.abs(i / x.length - j / y.length));
+  }
+  const en = Math.sqrt((x.length * y.length) / (x.length + y.length));
+  const lambda = (en + 0.12 + 0.11 / en) * d;
+  let p = 0;
+  for (let k = 1; k <= 100; k++) p += 2 * (-1) ** (k - 1) * Math.exp(-2 * k * k * lambda * lambda);
+  return { d, p: Math.min(1, Math.max(0, p)) };
+}
 
 test("200 cell 404s for a classified path are delayed, spread over the range", async (t) => {
   const times = [];
@@ -80,6 +105,37 @@ test("200 cell 404s for a classified path are delayed, spread over the range", a
   assert.ok(figures.p75 - figures.p25 > 100, `interquartile ${figures.p75 - figures.p25} ms`);
   assert.ok(figures.p50 > MIN + 100 && figures.p50 < MAX + 200, `p50 ${figures.p50}`);
   assert.ok(buckets.filter((b) => b > 0).length >= 6, `buckets ${buckets}`);
+});
+
+test("404s from a fast cell and a slow one take the same time: 500 samples each, Kolmogorov–Smirnov p > 0.05", async (t) => {
+  // Cell 2 answers its 404s at once, cell 3 60 ms later: without a
+  // deadline the router would add its delay on top and the difference
+  // would show. Sent interleaved, 20 at a time.
+  const fast = [];
+  const slow = [];
+  for (let round = 0; round < 50; round++) {
+    const batch = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        i % 2 === 0
+          ? timed(`/cell2-group/gone-${round}-${i}`, { "x-demo-status": "404" })
+          : timed(`/cell3-group/gone-${round}-${i}`, { "x-demo-status": "404", "x-demo-delay-ms": "60" }),
+      ),
+    );
+    for (const [i, r] of batch.entries()) {
+      assert.equal(r.status, 404);
+      assert.equal(r.cell, i % 2 === 0 ? "2" : "3");
+      (i % 2 === 0 ? fast : slow).push(r.ms);
+    }
+  }
+  const { d, p } = kolmogorovSmirnov(fast, slow);
+  const med = (xs) => Math.round(quantile([...xs].sort((a, b) => a - b), 0.5));
+  const min = (xs) => Math.round(Math.min(...xs));
+  t.diagnostic(`fast cell: ${fast.length} 404s, min ${min(fast)} ms, median ${med(fast)} ms; slow cell (+60 ms): ${slow.length}, min ${min(slow)} ms, median ${med(slow)} ms; KS D ${d.toFixed(3)}, p ${p.toFixed(3)}`);
+  console.log(`# 404 deadline: KS D ${d.toFixed(3)}, p ${p.toFixed(3)} (fast min ${min(fast)} ms, slow min ${min(slow)} ms)`);
+  assert.ok(p > 0.05, `the two cells' 404 timings differ: D ${d.toFixed(3)}, p ${p.toFixed(4)}`);
+  // The test can tell them apart when they differ: the slow cell's own
+  // time, measured beside the router, without a deadline.
+  assert.ok(kolmogorovSmirnov(fast, slow.map((ms) => ms + 60)).p < 0.05, "the test has the power to see 60 ms");
 });
 
 test("200s, unclassified 404s and other statuses are not delayed", async (t) => {

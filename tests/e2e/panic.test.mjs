@@ -3,24 +3,19 @@
 // and the next requests are routed as before. The release profile aborts
 // on panic (a wasm trap), so this is the worst a bug can do.
 //
-// Needs a build with the `panic-probe` feature (requests to
-// /__panic_probe__/sync and /__panic_probe__/async panic in routeSync and,
-// after an await, in routeAsync); it is made here into target/worker-probe
-// (seconds when up to date). Production builds have no such paths.
+// Needs the test build (harness.mjs buildTestWorker: the `panic-probe`
+// feature makes requests to /__panic_probe__/sync and /__panic_probe__/async
+// panic in routeSync and, after an await, in routeAsync), made into
+// target/worker-probe (seconds when up to date). Production builds have no
+// such paths.
 import { test, describe, before } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ROOT, startStack, request, sessionCookie, requestLogs, postJson, getJson, eventually } from "./harness.mjs";
-const BUILD = "target/worker-probe";
+import { TEST_BUILD, buildTestWorker, startStack, request, sessionCookie, requestLogs, postJson, getJson, eventually } from "./harness.mjs";
+const BUILD = TEST_BUILD;
 
 before(() => {
-  const r = spawnSync("bash", ["scripts/build-worker.sh"], {
-    cwd: ROOT,
-    stdio: ["ignore", "inherit", "inherit"],
-    env: { ...process.env, WORKER_OUT_DIR: BUILD, WORKER_FEATURES: "panic-probe", SKIP_BUILD: "" },
-  });
-  assert.equal(r.status, 0, "building the panic-probe worker");
+  buildTestWorker();
 });
 
 const countLines = (stack, needle) => stack.logs.filter((l) => l.includes(needle)).length;

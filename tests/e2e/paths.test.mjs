@@ -8,21 +8,10 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { writeFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { startDemoStack, request, requestLogs, sessionCookie, getJson, scratchDir } from "./harness.mjs";
+import { startDemoStack, requestLogs, sessionCookie, getJson, scratchDir, via, assertClassifiedTo } from "./harness.mjs";
 
 const stats = (stack) => getJson(`${stack.topology.admin}/_stats`);
 
-/** GET through the router: the demo cell that answered and the log line. */
-async function via(stack, path, { headers = {}, method = "GET" } = {}) {
-  const from = stack.logs.length;
-  const res = await request(stack.url + path, { method, headers });
-  let log;
-  for (let i = 0; i < 100 && !log; i++) {
-    log = requestLogs(stack, from).find((l) => l.path !== undefined);
-    if (!log) await new Promise((r) => setTimeout(r, 10));
-  }
-  return { status: res.status, cell: res.headers["x-demo-cell"], log, res };
-}
 
 describe("path routing with the cells ruleset", () => {
   let stack;
@@ -52,14 +41,7 @@ describe("path routing with the cells ruleset", () => {
       ["/-/snippets/200/raw", "2", "path_snippet"],
       ["/gitlab-org/gitlab/-/tree/master", "1", "path_namespace"],
     ];
-    for (const [path, cell, rule] of cases) {
-      const r = await via(stack, path);
-      assert.equal(r.status, 200, path);
-      assert.equal(r.cell, cell, `${path} reached cell ${r.cell}`);
-      assert.equal(r.log.rule, rule, path);
-      const echo = r.res.json();
-      assert.equal(echo.headers["x-gitlab-http-router-rule-action"], "classify", path);
-    }
+    await assertClassifiedTo(stack, cases);
   });
 
   test("reserved paths never cost a service call", async () => {

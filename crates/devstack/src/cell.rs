@@ -273,8 +273,14 @@ struct Controls {
     extra_header: Option<(HeaderName, HeaderValue)>,
 }
 
-fn parse_controls(headers: &hyper::HeaderMap) -> Result<Controls, String> {
-    let status = match header_str(headers, "x-demo-status") {
+/// The controls a request asks for: `x-demo-*` headers; the status also as
+/// `x-demo-status=N` in the query, for callers that set no headers (the
+/// router's health probe, whose `health_path` may carry a query).
+fn parse_controls(headers: &hyper::HeaderMap, query: &str) -> Result<Controls, String> {
+    let status_asked = header_str(headers, "x-demo-status")
+        .map(str::to_string)
+        .or_else(|| query_param(query, "x-demo-status"));
+    let status = match status_asked.as_deref() {
         None => StatusCode::OK,
         Some(s) => s
             .trim()
@@ -430,7 +436,7 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
         return with_cell_header(&state, resp);
     }
 
-    let controls = match parse_controls(req.headers()) {
+    let controls = match parse_controls(req.headers(), &query) {
         Ok(c) => c,
         Err(e) => {
             in_flight.answered();

@@ -8,7 +8,7 @@
 //! `mix_decide` decides the whole 1000-request mix per iteration: its time
 //! / 1000 is ns per request (the edge's per-request rules cost, target
 //! < 2 µs); `mix_with_cache_key` adds the memory-cache key the resolver
-//! computes for classify decisions; `kind` breaks the mix down;
+//! computes for classify decisions; `kind` breaks the mix down (`cells_kind` the `cells` mix);
 //! `mix_parts_and_log_line` is the core's part of the edge's own work (the
 //! URL split, the log line).
 //!
@@ -330,8 +330,8 @@ fn mix_cell_health(bencher: Bencher) {
         .collect();
     bencher.bench_local(|| {
         for address in &upstreams {
-            if let Some(i) = list.position_of_address(black_box(address)) {
-                black_box(health.admit(i, || black_box(1_000)));
+            if let Some(i) = list.circuit_of_address(black_box(address)) {
+                black_box(health.admit(i, || black_box(1_000), true));
             }
         }
     });
@@ -383,11 +383,30 @@ fn mix_parts_and_log_line(bencher: Bencher) {
 /// One kind at a time (64 distinct requests of it, cycled).
 #[divan::bench(args = KINDS.iter().map(|k| k.0))]
 fn kind(bencher: Bencher, kind: &str) {
-    let rules = ruleset();
-    let rule = KINDS.iter().find(|k| k.0 == kind).unwrap().2;
+    bench_kind(bencher, ruleset(), KINDS, request, kind);
+}
+
+/// One kind of the `cells` mix at a time (64 distinct requests of it,
+/// cycled): where the path rules' cost goes.
+#[divan::bench(args = CELLS_KINDS.iter().map(|k| k.0))]
+fn cells_kind(bencher: Bencher, kind: &str) {
+    let rules = Ruleset::from_json("cells", CELLS_RULES).expect("rules/cells.json compiles");
+    bench_kind(bencher, rules, CELLS_KINDS, cells_request, kind);
+}
+
+/// Decides 64 distinct requests of `kind` (made by `make`, each checked
+/// against its rule in `kinds`), one an iteration, cycled.
+fn bench_kind(
+    bencher: Bencher,
+    rules: Ruleset,
+    kinds: &[(&str, u32, &str)],
+    make: fn(&mut Rng, &str) -> RequestParts,
+    kind: &str,
+) {
+    let rule = kinds.iter().find(|k| k.0 == kind).unwrap().2;
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let requests: Vec<_> = (0..64)
-        .map(|_| checked(&rules, request(&mut rng, kind), kind, rule))
+        .map(|_| checked(&rules, make(&mut rng, kind), kind, rule))
         .collect();
     let at = Cell::new(0);
     bencher.bench_local(|| {

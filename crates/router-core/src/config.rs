@@ -43,6 +43,9 @@ pub mod vars {
     pub const CELL_HEALTH_REFRESH_MS: &str = "GITLAB_CELL_HEALTH_REFRESH_MS";
     pub const CELL_HEALTH_MAX_AGE_SECONDS: &str = "GITLAB_CELL_HEALTH_MAX_AGE_SECONDS";
     pub const CELL_PROBE_TIMEOUT_MS: &str = "GITLAB_CELL_PROBE_TIMEOUT_MS";
+    pub const CELL_HEADERS_TIMEOUT_MS: &str = "GITLAB_CELL_HEADERS_TIMEOUT_MS";
+    pub const CELL_TRIAL_SPACING_MS: &str = "GITLAB_CELL_TRIAL_SPACING_MS";
+    pub const SMOKE_TEST_SECRET: &str = "GITLAB_SMOKE_TEST_SECRET";
     pub const CONTROL_REFRESH: &str = "GITLAB_CONTROL_REFRESH_SECONDS";
     pub const NOT_FOUND_DELAY_MS: &str = "GITLAB_NOT_FOUND_DELAY_MS";
 }
@@ -188,7 +191,7 @@ pub struct Config {
     pub client: ClientPolicy,
     pub cache: CachePolicy,
     /// Result of parsing the signing key; `Ok(None)` when none is set.
-    pub signer: Result<Option<crate::signing::Signer>, String>,
+    pub signer: Result<Option<crate::forward::signing::Signer>, String>,
     pub signing_policy: SigningPolicy,
     pub request_logging: RequestLogging,
     /// `GITLAB_CELLS`, its bad entries left out (and reported).
@@ -205,6 +208,10 @@ pub struct Config {
     /// How often an isolate reads the runtime control document
     /// ([`crate::control`]), in seconds.
     pub control_refresh_secs: u32,
+    /// The secret a request with `Cloudflare-Workers-Version-Overrides`
+    /// must carry (the deploy's smoke test sends it); `None`: every such
+    /// request is refused.
+    pub smoke_test_secret: Option<String>,
 }
 
 /// The control document's default refresh interval.
@@ -349,7 +356,18 @@ impl Config {
                 600_000,
             ),
             open_ms: number(vars::CELL_OPEN_MS, circuit_defaults.open_ms, 100, 600_000),
-            ..circuit_defaults
+            trial_spacing_ms: number(
+                vars::CELL_TRIAL_SPACING_MS,
+                circuit_defaults.trial_spacing_ms,
+                10,
+                600_000,
+            ),
+            headers_timeout_ms: number(
+                vars::CELL_HEADERS_TIMEOUT_MS,
+                circuit_defaults.headers_timeout_ms,
+                0,
+                3_600_000,
+            ),
         };
         let health_refresh_ms = number(vars::CELL_HEALTH_REFRESH_MS, 5_000, 500, 600_000);
         let health_max_age_secs = number(vars::CELL_HEALTH_MAX_AGE_SECONDS, 180, 10, 86_400);
@@ -357,7 +375,7 @@ impl Config {
 
         let ttl = number(
             vars::SIGNATURE_TTL,
-            crate::signing::DEFAULT_TTL_SECS,
+            crate::forward::signing::DEFAULT_TTL_SECS,
             1,
             3600,
         );
@@ -372,11 +390,11 @@ impl Config {
                 SigningPolicy::Required
             }
         };
-        let issuer =
-            get(vars::SIGNING_ISSUER).unwrap_or_else(|| crate::signing::DEFAULT_ISSUER.to_string());
+        let issuer = get(vars::SIGNING_ISSUER)
+            .unwrap_or_else(|| crate::forward::signing::DEFAULT_ISSUER.to_string());
         let signer = match get(vars::SIGNING_KEY) {
             None => Ok(None),
-            Some(key) => crate::signing::Signer::from_base64(&key, &issuer, ttl).map(Some),
+            Some(key) => crate::forward::signing::Signer::from_base64(&key, &issuer, ttl).map(Some),
         };
         match (&signer, signing_policy) {
             (Err(e), SigningPolicy::Required) => problems.push(format!(
@@ -460,6 +478,7 @@ impl Config {
             probe_timeout_ms,
             not_found_delay,
             control_refresh_secs,
+            smoke_test_secret: get(vars::SMOKE_TEST_SECRET),
         };
         (config, problems)
     }

@@ -139,7 +139,9 @@ impl Control {
     }
 }
 
-/// What one read of the KV key gave.
+/// What one read of the KV key gave (the edge reads at most
+/// [`MAX_DOCUMENT_BYTES`] + 1 bytes of it, and reports a longer value as
+/// failed without reading the rest).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReadOutcome {
     /// The key holds this text.
@@ -160,8 +162,14 @@ pub struct ControlState {
     next_read_ms: u64,
     /// A read is under way (started at this time).
     reading_since: Option<u64>,
+    /// When the isolate's first read began, until a read has finished.
+    first_read_since: Option<u64>,
     /// Whether a read has ever finished (good or not).
     read_once: bool,
+    /// Whether a read has ever told what the document is (or that there
+    /// is none): until then the purge generation is unknown, and the
+    /// shared cache is not used (it may hold answers a purge made unusable).
+    known: bool,
 }
 
 /// What applying a read changed, for the edge to act on and log.
@@ -179,6 +187,12 @@ pub struct Applied {
 /// started again by another request.
 pub const READ_TIMEOUT_MS: u64 = 2_000;
 
+/// How long an isolate's first requests wait for its first read before
+/// they are routed with what the isolate has (the default document, no
+/// shared cache). KV answers in a few ms; this bounds what an outage of
+/// KV adds to a new isolate's first requests.
+pub const FIRST_READ_WAIT_MS: u64 = 200;
+
 impl ControlState {
     pub fn new(interval_ms: u64) -> ControlState {
         ControlState {
@@ -186,7 +200,9 @@ impl ControlState {
             current: Control::default(),
             next_read_ms: 0,
             reading_since: None,
+            first_read_since: None,
             read_once: false,
+            known: false,
         }
     }
 
@@ -203,16 +219,27 @@ impl ControlState {
         }
     }
 
-    /// Whether requests must wait for a read before routing: the isolate
-    /// has never read the document (a passthrough set minutes ago must hold
-    /// from an isolate's first request on).
-    pub fn must_wait(&self) -> bool {
+    /// Whether requests at `now` must wait for a read before routing: the
+    /// isolate has never finished one (a passthrough set minutes ago must
+    /// hold from an isolate's first request on), for at most
+    /// [`FIRST_READ_WAIT_MS`] after its first read began.
+    pub fn must_wait(&self, now: u64) -> bool {
         !self.read_once
+            && self
+                .first_read_since
+                .is_none_or(|since| now.saturating_sub(since) < FIRST_READ_WAIT_MS)
+    }
+
+    /// Whether the document (or its absence) has ever been read: the purge
+    /// generation is known, and the shared cache may be used.
+    pub fn is_known(&self) -> bool {
+        self.known
     }
 
     /// Marks a read started at `now`; other requests stop asking for one.
     pub fn begin_read(&mut self, now: u64) {
         self.reading_since = Some(now);
+        self.first_read_since.get_or_insert(now);
         self.next_read_ms = now + self.interval_ms;
     }
 
@@ -243,10 +270,11 @@ impl ControlState {
             }
         };
         let applied = Applied {
-            changed: next != self.current,
+            changed: next != self.current || !self.known,
             purged: next.purge_generation != self.current.purge_generation,
             problem: None,
         };
+        self.known = true;
         self.current = next;
         applied
     }
@@ -298,15 +326,33 @@ mod tests {
     #[test]
     fn reads_once_per_interval() {
         let mut s = ControlState::new(30_000);
-        assert!(s.due(0) && s.must_wait());
+        assert!(s.due(0) && s.must_wait(0) && !s.is_known());
         s.begin_read(1_000);
         assert!(!s.due(1_001), "one read at a time");
         let applied = s.finish_read(ReadOutcome::Text(r#"{"mode":"passthrough"}"#.into()), 1_010);
         assert!(applied.changed && !applied.purged && applied.problem.is_none());
         assert_eq!(s.current().mode, Mode::Passthrough);
-        assert!(!s.must_wait());
+        assert!(!s.must_wait(1_010) && s.is_known());
         assert!(!s.due(31_009));
         assert!(s.due(31_010));
+    }
+
+    #[test]
+    fn the_first_read_holds_requests_for_a_bounded_time_only() {
+        let mut s = ControlState::new(30_000);
+        s.begin_read(1_000);
+        assert!(s.must_wait(1_000 + FIRST_READ_WAIT_MS - 1));
+        assert!(
+            !s.must_wait(1_000 + FIRST_READ_WAIT_MS),
+            "served with what it has"
+        );
+        assert!(!s.is_known(), "the shared cache stays unused");
+        // A read that failed tells nothing: still unknown.
+        s.finish_read(ReadOutcome::Failed("KV down".into()), 1_500);
+        assert!(!s.must_wait(1_500) && !s.is_known());
+        s.begin_read(31_500);
+        let a = s.finish_read(ReadOutcome::Absent, 31_510);
+        assert!(s.is_known() && a.changed && !a.purged, "{a:?}");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The core's error types. The edge alone decides what a client sees.
+//! The core's error types. What a client sees for each is decided in one
+//! place, [`crate::forward::answer`].
 
 use thiserror::Error;
 
@@ -69,114 +70,17 @@ pub enum RouterError {
     },
     /// The service could not answer, nothing was cached, and the rule says
     /// `onOutage: unavailable`: a wrong cell would be worse than a retry.
+    /// `retry_after_secs`: when the router asks the service again (its
+    /// breaker's open time); `registry`: a container registry client, who
+    /// gets the distribution spec's JSON error.
     #[error(
         "topology service unavailable and the rule does not fall back (onOutage: unavailable)"
     )]
-    OutageUnavailable,
+    OutageUnavailable {
+        retry_after_secs: u32,
+        registry: bool,
+    },
 }
 
-impl RouterError {
-    /// The status a client gets when this error ends its request: the one
-    /// place errors map to statuses. Topology Service errors never end a
-    /// request by themselves (the legacy cell serves it), but map too.
-    pub fn status(&self) -> u16 {
-        match self {
-            RouterError::SigningUnavailable
-            | RouterError::SigningFailed(_)
-            | RouterError::CellUnavailable { .. }
-            | RouterError::OutageUnavailable => 503,
-            RouterError::TopologyUnreachable(_)
-            | RouterError::TopologyTimeout(_)
-            | RouterError::TopologyStatus(_)
-            | RouterError::TopologyBadAnswer(_)
-            | RouterError::TopologyGuarded(_)
-            | RouterError::LearnUnreachable(_)
-            | RouterError::LearnTimeout(_)
-            | RouterError::LearnStatus(_)
-            | RouterError::LearnBadAnswer(_)
-            | RouterError::LearnGuarded(_)
-            | RouterError::NoRegistryAddress
-            | RouterError::UpstreamNotAllowed(_)
-            | RouterError::NoLegacyCell
-            | RouterError::UpstreamUnreachable(_)
-            | RouterError::Internal(_) => 502,
-        }
-    }
-
-    /// What the client reads: short, and nothing an operator keeps to
-    /// themselves (hosts, keys); the log line has the whole error.
-    pub fn public_message(&self) -> &'static str {
-        match self {
-            RouterError::SigningUnavailable | RouterError::SigningFailed(_) => {
-                "request signing unavailable"
-            }
-            RouterError::UpstreamNotAllowed(_) => "upstream not allowed",
-            RouterError::NoLegacyCell => "no upstream configured",
-            RouterError::UpstreamUnreachable(_) => "upstream unreachable",
-            RouterError::NoRegistryAddress => "cell has no registry address for a registry request",
-            RouterError::Internal(_) => "internal error",
-            RouterError::CellUnavailable { .. } => "cell temporarily unavailable",
-            RouterError::OutageUnavailable => "temporarily unavailable, retry later",
-            RouterError::TopologyUnreachable(_)
-            | RouterError::TopologyTimeout(_)
-            | RouterError::TopologyStatus(_)
-            | RouterError::TopologyBadAnswer(_)
-            | RouterError::TopologyGuarded(_) => "topology service unavailable",
-            RouterError::LearnUnreachable(_)
-            | RouterError::LearnTimeout(_)
-            | RouterError::LearnStatus(_)
-            | RouterError::LearnBadAnswer(_)
-            | RouterError::LearnGuarded(_) => "route learning unavailable",
-        }
-    }
-
-    /// The plain-text answer for this error (with `Retry-After` when the
-    /// client should come back later).
-    pub fn answer(&self) -> crate::plan::Answer {
-        let mut answer = crate::plan::Answer::text(
-            self.status(),
-            format!("gitlab-http-router: {}\n", self.public_message()),
-        );
-        if let RouterError::CellUnavailable {
-            retry_after_secs, ..
-        } = self
-        {
-            answer
-                .headers
-                .push(("retry-after".to_string(), retry_after_secs.to_string()));
-        }
-        answer
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statuses_come_from_one_place() {
-        assert_eq!(RouterError::SigningUnavailable.status(), 503);
-        assert_eq!(RouterError::SigningFailed("x".into()).status(), 503);
-        assert_eq!(RouterError::UpstreamUnreachable("x".into()).status(), 502);
-        assert_eq!(
-            RouterError::UpstreamNotAllowed("evil.example".into()).status(),
-            502
-        );
-        let answer = RouterError::UpstreamNotAllowed("evil.example".into()).answer();
-        assert_eq!(answer.body, "gitlab-http-router: upstream not allowed\n");
-        assert!(!answer.body.contains("evil"), "hosts stay in the log");
-        let open = RouterError::CellUnavailable {
-            cell: 2,
-            address: "cell2.internal".into(),
-            why: "requests failed",
-            retry_after_secs: 7,
-        };
-        let answer = open.answer();
-        assert_eq!(answer.status, 503);
-        assert!(answer
-            .headers
-            .contains(&("retry-after".to_string(), "7".to_string())));
-        assert!(!answer.body.contains("cell2.internal"));
-        assert!(open.to_string().contains("cell 2 (cell2.internal)"));
-    }
-}
+// What a client sees for each error (its status, public message and
+// answer) is forward::answer's: the one place errors map to statuses.

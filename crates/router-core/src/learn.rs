@@ -167,7 +167,8 @@ pub fn parse_answer(status: u16, body: &str, path: &str) -> Result<Learned, Rout
         .address
         .filter(|a| !a.is_empty())
         .ok_or_else(|| bad(format!("no address for cell {:?}", answer.cell)))?;
-    crate::forward::validate_address(&address).map_err(|e| bad(format!("address: {e}")))?;
+    crate::forward::upstream::validate_address(&address)
+        .map_err(|e| bad(format!("address: {e}")))?;
     // Either source may be a prefix (`/api`, a group) or one path.
     if !matches!(answer.source.as_str(), "routable" | "fixed") {
         return Err(bad(format!("unknown source {:?}", answer.source)));

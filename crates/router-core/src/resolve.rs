@@ -1,8 +1,15 @@
 //! The resolve phase: a classify request to a cell, through a bounded
 //! in-isolate memory cache, the shared cache (the Cloudflare Cache API on
 //! the edge), and the Topology Service with timeouts, retries and back-off;
-//! a stale memory entry is preferred over an error, and every failure ends
-//! at the legacy cell (SPEC §6).
+//! a stale entry is preferred over an error, and every failure ends at the
+//! legacy cell (SPEC §6).
+//!
+//! An answer the router may serve stale is kept for the whole stale window
+//! at both levels: a memory entry until evicted (the memory cache is
+//! bounded), a shared entry for its TTL plus the stale window (it outlives
+//! eviction from memory). Freshness is the entry's own `expires_at_ms`, so
+//! a shared entry past it is not a hit but still the stale answer when the
+//! service fails.
 //!
 //! I/O is behind three traits that the edge implements with `worker` types
 //! and tests implement with fakes. Futures carry no `Send` bound: wasm is
@@ -23,10 +30,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::classify::{ClassifyKind, ClassifyRequest};
 use crate::error::RouterError;
+use crate::forward::trace::Trace;
 use crate::guard::{GuardPolicy, Refusal, ServiceGuard};
 use crate::learn::{self, Scope};
+pub use crate::platform::Platform;
 use crate::topology::{cache_tags, parse_answer, CachePolicy, Classification};
-use crate::trace::Trace;
 
 /// What the Topology Service sent back.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -91,20 +99,11 @@ pub struct CachedAnswer {
 pub trait SharedCache {
     async fn get(&self, key: &str) -> Option<CachedAnswer>;
     /// Starts a write and returns at once: the request that caused it must
-    /// not wait for it (the edge hands it to `waitUntil`).
-    fn put(&self, key: &str, answer: &CachedAnswer, ttl_secs: u32);
-}
-
-/// Time and randomness, which the edge takes from JS.
-#[allow(async_fn_in_trait)]
-pub trait Platform {
-    fn now_ms(&self) -> u64;
-    /// Uniform in `[0, 1)`, for back-off jitter.
-    fn random(&self) -> f64;
-    async fn sleep(&self, ms: u32);
-    /// Reports something an operator should see (one log line); nothing by
-    /// default.
-    fn warn(&self, _message: &str) {}
+    /// not wait for it (the edge hands it to `waitUntil`). The entry is
+    /// kept `keep_secs`: its TTL plus the stale window, so that it can
+    /// stand in for a failing service after it expires (its
+    /// `expires_at_ms` says when).
+    fn put(&self, key: &str, answer: &CachedAnswer, keep_secs: u32);
 }
 
 /// How the client calls the service.
@@ -226,6 +225,9 @@ pub struct Resolver<T, C, P> {
     /// The purge generation ([`Resolver::purge`]): part of every shared
     /// cache key, so raising it leaves older entries unread.
     generation: std::cell::Cell<u64>,
+    /// Whether the shared cache is read and written: not while the purge
+    /// generation is unknown ([`Resolver::set_shared_usable`]).
+    shared_usable: std::cell::Cell<bool>,
 }
 
 impl<T, C, P> Resolver<T, C, P>
@@ -255,7 +257,15 @@ where
             memory,
             inflight: RefCell::new(HashMap::new()),
             generation: std::cell::Cell::new(0),
+            shared_usable: std::cell::Cell::new(true),
         }
+    }
+
+    /// Stops or resumes using the shared cache: the edge stops it until the
+    /// control document's purge generation is known, so an isolate never
+    /// reads answers a purge it has not heard of made unusable.
+    pub fn set_shared_usable(&self, usable: bool) {
+        self.shared_usable.set(usable);
     }
 
     /// Makes every cached classification unusable at once: empties the
@@ -305,13 +315,19 @@ where
         // One call per key at a time: later requests wait on the first.
         let existing = self.inflight.borrow().get(&key).cloned();
         if let Some(slot) = existing {
-            if let Some(mut res) = self.wait_for(&slot).await {
-                res.coalesced = true;
-                return res;
+            match self.wait_for(&slot).await {
+                Some(res) if !res.error.as_ref().is_some_and(is_callers_own) => {
+                    return Resolution {
+                        coalesced: true,
+                        ..res
+                    };
+                }
+                // The leading request never finished (its context may have
+                // been cancelled), or the service refused something of its
+                // own (a 4xx: its trace headers, not the shared question):
+                // ask on our own.
+                _ => return self.fetch(request, &key, trace).await,
             }
-            // The leading request never finished (its context may have been
-            // cancelled): ask on our own.
-            return self.fetch(request, &key, trace).await;
         }
         let slot: Slot = Rc::new(RefCell::new(None));
         self.inflight
@@ -385,7 +401,8 @@ where
         None
     }
 
-    /// Shared cache, then the service, then a stale memory entry. `key` is
+    /// Shared cache, then the service, then a stale entry (memory, else
+    /// shared). `key` is
     /// the canonical body (the memory key); the shared cache is keyed by
     /// its SHA-256 ([`ClassifyRequest::cache_key`]).
     async fn fetch(&self, request: &ClassifyRequest, key: &str, trace: &Trace) -> Resolution {
@@ -407,7 +424,14 @@ where
             let (_, path) = learn::method_and_path(request.value.as_deref().unwrap_or(""));
             keys.extend(learn::ancestors(path).map(learn::prefix_key));
         }
-        for entry_key in &keys {
+        // An expired shared entry: the answer if the service fails within
+        // its stale window (the first found, in the order of `keys`).
+        let mut stale = SharedStale {
+            generation,
+            answer: None,
+        };
+        let shared_usable = self.shared_usable.get();
+        for entry_key in keys.iter().filter(|_| shared_usable) {
             let shared_key = shared_key_of(entry_key);
             if let Some(answer) = self.shared.get(&shared_key).await {
                 let now = self.platform.now_ms();
@@ -425,6 +449,11 @@ where
                         self.cache.stale_if_error,
                     );
                     return Resolution::hit(answer.classification, CacheLevel::CacheApi);
+                } else if stale.answer.is_none() {
+                    let until = answer
+                        .expires_at_ms
+                        .saturating_add(u64::from(self.cache.stale_if_error) * 1000);
+                    stale.answer = Some((answer.classification, until));
                 }
             }
         }
@@ -445,7 +474,7 @@ where
             } else {
                 RouterError::TopologyGuarded(why)
             };
-            return self.failed(request, key, error, 0, None);
+            return self.failed(request, key, error, 0, None, stale);
         }
         let (result, attempts) = self.call_service(request, key, trace).await;
         let service_ms = Some(self.platform.now_ms().saturating_sub(started));
@@ -472,7 +501,13 @@ where
                     self.memory
                         .borrow_mut()
                         .insert(entry_key, &answer, self.cache.stale_if_error);
-                    self.shared.put(&shared_key, &answer, ttl);
+                    if shared_usable {
+                        self.shared.put(
+                            &shared_key,
+                            &answer,
+                            ttl.saturating_add(self.cache.stale_if_error),
+                        );
+                    }
                 }
                 Resolution {
                     classification: Some(classification),
@@ -483,12 +518,13 @@ where
                     error: None,
                 }
             }
-            Err(error) => self.failed(request, key, error, attempts, service_ms),
+            Err(error) => self.failed(request, key, error, attempts, service_ms, stale),
         }
     }
 
-    /// No answer from the service: a stale memory entry, else the legacy
-    /// cell.
+    /// No answer from the service: a stale memory entry, else the stale
+    /// shared entry read before the call (inside its window, and unless a
+    /// purge came since), else the legacy cell.
     fn failed(
         &self,
         request: &ClassifyRequest,
@@ -496,11 +532,16 @@ where
         error: RouterError,
         attempts: u32,
         service_ms: Option<u64>,
+        shared: SharedStale,
     ) -> Resolution {
         let now = self.platform.now_ms();
         let stale = self
             .memory_lookup(request, key, now)
-            .map(|(classification, _)| classification);
+            .map(|(classification, _)| classification)
+            .or(shared
+                .answer
+                .filter(|(_, until)| now < *until && shared.generation == self.generation.get())
+                .map(|(classification, _)| classification));
         Resolution {
             level: if stale.is_some() {
                 CacheLevel::Stale
@@ -589,6 +630,24 @@ where
     }
 }
 
+/// Whether a failed lookup may be the calling request's own doing rather
+/// than the service's: a 4xx answer (a 404 is an answer, not an error) can
+/// only come from what differs between requests asking the same question,
+/// their trace headers. Requests coalesced on such a call ask themselves.
+fn is_callers_own(error: &RouterError) -> bool {
+    matches!(
+        error,
+        RouterError::TopologyStatus(400..=499) | RouterError::LearnStatus(400..=499)
+    )
+}
+
+/// An expired shared entry read under purge `generation`, with the end of
+/// its stale window (ms), kept by [`Resolver::fetch`] for the failure path.
+struct SharedStale {
+    generation: u64,
+    answer: Option<(Classification, u64)>,
+}
+
 /// A bounded memory cache with CLOCK eviction (an LRU approximation at
 /// O(1) per operation). Entries outlive their TTL by the stale window so a
 /// failing service can be answered from them.
@@ -631,7 +690,9 @@ impl MemoryCache {
         let entry = MemoryEntry {
             classification: answer.classification.clone(),
             expires_at_ms: answer.expires_at_ms,
-            stale_until_ms: answer.expires_at_ms + u64::from(stale_secs) * 1000,
+            stale_until_ms: answer
+                .expires_at_ms
+                .saturating_add(u64::from(stale_secs) * 1000),
             referenced: false,
         };
         if let Some(existing) = self.map.get_mut(&key) {

@@ -5,10 +5,10 @@
 //! is cached like any 404, so a key costs at most one extra service call
 //! per negative TTL.
 
+use crate::forward::trace::Trace;
 use crate::resolve::{Platform, Resolution, Resolver, SharedCache, TopologyTransport};
 use crate::ruleset::{Action, Decision, Ruleset};
 use crate::topology::Classification;
-use crate::trace::Trace;
 use crate::RequestParts;
 
 /// How a request was routed.
@@ -77,7 +77,63 @@ pub struct Pending {
     question: crate::ClassifyRequest,
     next_on_not_found: Option<usize>,
     unavailable_on_outage: bool,
+    counts_gateway_statuses: bool,
     fell_through: Vec<(String, Resolution)>,
+}
+
+/// How far one pass of the rules got.
+enum Walk<'r> {
+    Routed(Routed<'r>),
+    /// A classify decision whose resolution needs I/O (the memory cache
+    /// could not answer it, or the caller resolves everything by I/O).
+    Needs {
+        decision: Decision<'r>,
+        fell_through: Vec<(&'r str, Resolution)>,
+    },
+}
+
+/// The rules from position `first` on, each classify step answered by
+/// `known` when it can (`None`: the step needs I/O and the walk stops
+/// there); a `notFound: next-rule` rule whose key is not found hands the
+/// request on to the rules after it. The one loop every way of routing
+/// goes through. `resolving`: a resolver exists (without one, a classify
+/// decision has no resolution at all).
+fn walk<'r>(
+    ruleset: &'r Ruleset,
+    request: &RequestParts,
+    mut first: usize,
+    mut fell_through: Vec<(&'r str, Resolution)>,
+    resolving: bool,
+    mut known: impl FnMut(&crate::ClassifyRequest) -> Option<Resolution>,
+) -> Walk<'r> {
+    loop {
+        let decision = ruleset.decide_from(request, first);
+        let res = match &decision.action {
+            Action::Classify(question) if resolving => match known(question) {
+                Some(res) => Some(res),
+                None => {
+                    return Walk::Needs {
+                        decision,
+                        fell_through,
+                    }
+                }
+            },
+            _ => None,
+        };
+        match (res, decision.rule_id) {
+            (Some(res), Some(rule)) if resumes_at(&decision, &res).is_some() => {
+                first = resumes_at(&decision, &res).unwrap_or(usize::MAX);
+                fell_through.push((rule, res));
+            }
+            (resolution, _) => {
+                return Walk::Routed(Routed {
+                    decision,
+                    resolution,
+                    fell_through,
+                })
+            }
+        }
+    }
 }
 
 /// Routes `request` from the memory cache alone, without awaiting. A
@@ -93,42 +149,33 @@ where
     C: SharedCache,
     P: Platform,
 {
-    let mut first = 0;
-    let mut fell_through = Vec::new();
-    loop {
-        let decision = ruleset.decide_from(request, first);
-        let res = match (&decision.action, resolver) {
-            (Action::Classify(question), Some(resolver)) => {
-                match resolver.resolve_from_memory(question) {
-                    Some(res) => Some(res),
-                    None => {
-                        return Err(Pending {
-                            rule: decision.rule_id.unwrap_or_default().to_string(),
-                            question: question.clone(),
-                            next_on_not_found: decision.next_on_not_found,
-                            unavailable_on_outage: decision.unavailable_on_outage,
-                            fell_through: fell_through
-                                .into_iter()
-                                .map(|(rule, res): (&str, Resolution)| (rule.to_string(), res))
-                                .collect(),
-                        })
-                    }
-                }
-            }
-            _ => None,
+    let memory = |question: &crate::ClassifyRequest| {
+        resolver.and_then(|resolver| resolver.resolve_from_memory(question))
+    };
+    match walk(ruleset, request, 0, Vec::new(), resolver.is_some(), memory) {
+        Walk::Routed(routed) => Ok(routed),
+        Walk::Needs {
+            decision,
+            fell_through,
+        } => Err(Pending::of(decision, fell_through)),
+    }
+}
+
+impl Pending {
+    fn of(decision: Decision, fell_through: Vec<(&str, Resolution)>) -> Pending {
+        let Action::Classify(question) = decision.action else {
+            unreachable!("a walk stops only at a classify decision")
         };
-        match (res, decision.rule_id) {
-            (Some(res), Some(rule)) if resumes_at(&decision, &res).is_some() => {
-                first = resumes_at(&decision, &res).unwrap_or(usize::MAX);
-                fell_through.push((rule, res));
-            }
-            (resolution, _) => {
-                return Ok(Routed {
-                    decision,
-                    resolution,
-                    fell_through,
-                })
-            }
+        Pending {
+            rule: decision.rule_id.unwrap_or_default().to_string(),
+            question,
+            next_on_not_found: decision.next_on_not_found,
+            unavailable_on_outage: decision.unavailable_on_outage,
+            counts_gateway_statuses: decision.counts_gateway_statuses,
+            fell_through: fell_through
+                .into_iter()
+                .map(|(rule, res)| (rule.to_string(), res))
+                .collect(),
         }
     }
 }
@@ -146,7 +193,22 @@ where
     C: SharedCache,
     P: Platform,
 {
-    route_from(ruleset, resolver, request, trace, 0, Vec::new()).await
+    match (
+        walk(ruleset, request, 0, Vec::new(), resolver.is_some(), |_| {
+            None
+        }),
+        resolver,
+    ) {
+        (Walk::Routed(routed), _) => routed,
+        (
+            Walk::Needs {
+                decision,
+                fell_through,
+            },
+            Some(resolver),
+        ) => resolve_on(ruleset, resolver, request, trace, decision, fell_through).await,
+        (Walk::Needs { .. }, None) => unreachable!("no resolver: no classify step needs one"),
+    }
 }
 
 /// Goes on with a request [`route_from_memory`] stopped: resolves the
@@ -171,7 +233,7 @@ where
             .find(|r| r.id == name)
             .map_or("", |r| r.id.as_str())
     };
-    let mut fell_through: Vec<(&'r str, Resolution)> = pending
+    let fell_through: Vec<(&'r str, Resolution)> = pending
         .fell_through
         .into_iter()
         .map(|(rule, res)| (id(&rule), res))
@@ -181,30 +243,20 @@ where
         action: Action::Classify(pending.question),
         next_on_not_found: pending.next_on_not_found,
         unavailable_on_outage: pending.unavailable_on_outage,
+        counts_gateway_statuses: pending.counts_gateway_statuses,
     };
-    let Action::Classify(question) = &decision.action else {
-        unreachable!("built as a classify decision above")
-    };
-    let res = resolver.resolve_traced(question, trace).await;
-    match resumes_at(&decision, &res) {
-        Some(next) => {
-            fell_through.push((id(&pending.rule), res));
-            route_from(ruleset, Some(resolver), request, trace, next, fell_through).await
-        }
-        None => Routed {
-            decision,
-            resolution: Some(res),
-            fell_through,
-        },
-    }
+    resolve_on(ruleset, resolver, request, trace, decision, fell_through).await
 }
 
-async fn route_from<'r, T, C, P>(
+/// Resolves `decision`'s question (through every level), then, while the
+/// key is not found and the rule hands such keys on, walks on and resolves
+/// the next rule that needs it.
+async fn resolve_on<'r, T, C, P>(
     ruleset: &'r Ruleset,
-    resolver: Option<&Resolver<T, C, P>>,
+    resolver: &Resolver<T, C, P>,
     request: &RequestParts,
     trace: &Trace,
-    mut first: usize,
+    mut decision: Decision<'r>,
     mut fell_through: Vec<(&'r str, Resolution)>,
 ) -> Routed<'r>
 where
@@ -213,24 +265,26 @@ where
     P: Platform,
 {
     loop {
-        let decision = ruleset.decide_from(request, first);
-        let res = match (&decision.action, resolver) {
-            (Action::Classify(question), Some(resolver)) => {
-                Some(resolver.resolve_traced(question, trace).await)
-            }
-            _ => None,
+        let Action::Classify(question) = &decision.action else {
+            unreachable!("only a classify decision needs resolving")
         };
-        match (res, decision.rule_id) {
-            (Some(res), Some(rule)) if resumes_at(&decision, &res).is_some() => {
-                first = resumes_at(&decision, &res).unwrap_or(usize::MAX);
-                fell_through.push((rule, res));
-            }
-            (resolution, _) => {
-                return Routed {
-                    decision,
-                    resolution,
-                    fell_through,
-                }
+        let res = resolver.resolve_traced(question, trace).await;
+        let (Some(next), Some(rule)) = (resumes_at(&decision, &res), decision.rule_id) else {
+            return Routed {
+                decision,
+                resolution: Some(res),
+                fell_through,
+            };
+        };
+        fell_through.push((rule, res));
+        match walk(ruleset, request, next, fell_through, true, |_| None) {
+            Walk::Routed(routed) => return routed,
+            Walk::Needs {
+                decision: d,
+                fell_through: f,
+            } => {
+                decision = d;
+                fell_through = f;
             }
         }
     }

@@ -8,6 +8,7 @@
 
 mod compile;
 mod decision;
+mod dispatch;
 mod eval;
 mod frame;
 mod lazy;
@@ -24,6 +25,7 @@ use crate::request::RequestParts;
 
 use compile::{compile_rule, header_interest, RuleCompiler};
 pub use decision::{Action, Decision};
+use dispatch::PathDispatch;
 use eval::Eval;
 use lazy::Regex;
 pub use lazy::{OwnedRegexFacts, RegexFacts, RegexTable};
@@ -44,6 +46,8 @@ pub struct Ruleset {
     /// Per rule: switched off at run time ([`Ruleset::set_disabled`], the
     /// control document's `disabled_rules`).
     disabled: Vec<std::sync::atomic::AtomicBool>,
+    /// The rules a path can reach, by their path regexes' prefixes.
+    dispatch: PathDispatch,
 }
 
 /// Which headers the rules read; the edge copies only these.
@@ -197,12 +201,14 @@ impl Ruleset {
         }
         let interest = header_interest(&rules);
         let disabled = rules.iter().map(|_| Default::default()).collect();
+        let dispatch = PathDispatch::new(&rules);
         Ok(Ruleset {
             name: name.to_string(),
             rules,
             interest,
             evaluations: Default::default(),
             disabled,
+            dispatch,
         })
     }
 
@@ -271,8 +277,12 @@ impl Ruleset {
         self.evaluations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut eval = Eval::default();
+        // Rules whose path regexes the path cannot match are not evaluated.
+        let candidates = self.dispatch.candidates(&request.path);
         for (index, rule) in self.rules.iter().enumerate().skip(first) {
-            if self.disabled[index].load(std::sync::atomic::Ordering::Relaxed) {
+            if !PathDispatch::reaches(candidates, index)
+                || self.disabled[index].load(std::sync::atomic::Ordering::Relaxed)
+            {
                 continue;
             }
             eval.clear();
@@ -290,6 +300,7 @@ impl Ruleset {
                     action,
                     next_on_not_found: next.then_some(index + 1),
                     unavailable_on_outage,
+                    counts_gateway_statuses: rule.counts_gateway_statuses,
                 };
             }
         }
@@ -298,6 +309,7 @@ impl Ruleset {
             action: Action::Proxy { address: None },
             next_on_not_found: None,
             unavailable_on_outage: false,
+            counts_gateway_statuses: false,
         }
     }
 }

@@ -98,8 +98,9 @@ pub struct CachePolicy {
     pub default_ttl: u32,
     /// TTL cap for 404 answers.
     pub negative_ttl: u32,
-    /// How long past expiry a memory entry may still be served when the
-    /// service fails.
+    /// How long past expiry an entry may still be served when the service
+    /// fails: memory entries are kept that long unless evicted, shared
+    /// (Cache API) entries that long past their TTL.
     pub stale_if_error: u32,
 }
 

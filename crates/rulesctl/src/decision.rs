@@ -100,6 +100,21 @@ impl From<Decision<'_>> for View {
     }
 }
 
+/// The claim a decision sends, as (camelCase key, value): `None` for
+/// anything but a classify of a claim type.
+pub fn sent_claim(decision: &Decision<'_>) -> Option<(&'static str, String)> {
+    match &decision.action {
+        Action::Classify(q) => match q.kind {
+            router_core::ClassifyKind::Claim(i) => Some((
+                router_core::classify::CLAIM_TYPES[i].1,
+                q.value.clone().unwrap_or_default(),
+            )),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 pub fn json_str(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
 }
@@ -115,6 +130,7 @@ mod tests {
             action: Action::Proxy { address: None },
             next_on_not_found: None,
             unavailable_on_outage: false,
+            counts_gateway_statuses: false,
         });
         assert_eq!(
             v.to_json(),
@@ -129,6 +145,7 @@ mod tests {
             }),
             next_on_not_found: None,
             unavailable_on_outage: false,
+            counts_gateway_statuses: false,
         });
         assert_eq!(
             v.to_json(),

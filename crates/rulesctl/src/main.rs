@@ -11,9 +11,14 @@ mod diff;
 mod explain;
 mod out;
 mod request;
+mod reserved_words;
+mod route_claims;
+mod route_lookup;
+mod route_template;
 mod routes_check;
 mod rules;
 mod signature;
+mod snapshot;
 mod token;
 mod validate;
 
@@ -27,7 +32,7 @@ usage:
   rulesctl explain --ruleset NAME_OR_FILE --url URL [--method METHOD]
                    [--header 'Name: value']... [--cookie 'name=value']...
   rulesctl diff OLD NEW --requests FILE [--json]
-  rulesctl routes-check FILE [--ruleset NAME_OR_FILE]
+  rulesctl routes-check FILE [--ruleset NAME_OR_FILE] [--claims FILE]
   rulesctl token --cell ID [--prefix glpat-] [--field k=v]... [--seed N]
   rulesctl token --decode TOKEN
   rulesctl signature keygen | public-key --key-file F | verify ... TOKEN

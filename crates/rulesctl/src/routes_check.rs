@@ -1,63 +1,62 @@
-//! `rulesctl routes-check`: replays a snapshot of GitLab's routes (the
-//! shape of GitLab's `gitlab_routes.json`: a template, an example path, and
-//! whether it accepts a format suffix or has a dotted example) against a
-//! ruleset as anonymous requests, and checks the path claims.
+//! `rulesctl routes-check`: replays GitLab's route snapshot (the
+//! `gitlab_routes.json` that GitLab's gem `gitlab-cells-http_router`
+//! writes) against a ruleset as anonymous requests, and holds every
+//! decision to the expectation table (`rules/route_claims.txt`) and the
+//! reserved words to the snapshot.
 
-use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
 
 use crate::cli::{set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::decision::sent_claim;
 use crate::out;
+use crate::reserved_words::derive;
+use crate::route_claims::{Claim, Expected, Table};
+use crate::route_template::{Token, DOTTED_GLOB, DOTTED_PARAM, GLOB, PARAM};
 use crate::rules::{self, RulesDir};
+use crate::snapshot::{Route, Snapshot};
 use router_core::reserved::is_reserved_top_level_route;
-use router_core::{Action, ClassifyKind, RequestParts};
+use router_core::{RequestParts, Ruleset};
 
 pub const HELP: &str = "\
-usage: rulesctl routes-check FILE [--ruleset NAME_OR_FILE] [--rules-dir DIR] [--quiet]
+usage: rulesctl routes-check FILE [--ruleset NAME_OR_FILE] [--claims FILE]
+                             [--rules-dir DIR] [--quiet]
 
-FILE is a JSON array (or {\"routes\": [...]}) of routes as GitLab's route
-snapshot lists them:
-  {\"verb\": \"GET\", \"path\": \"/:namespace_id/:project_id/-/issues(.:format)\",
-   \"example\": \"/gitlab-org/gitlab/-/issues\", \"acceptsFormat\": true,
-   \"dottedExample\": \"/john.doe/my.project/-/issues\"}
-(\"method\" for \"verb\"). Each example is sent as an anonymous request, also
-with \".json\" appended when the route accepts a format, and the dotted
-example. Prints the rule and claim per request, then a summary.
+FILE is GitLab's route snapshot, config/routing/gitlab_routes.json as
+GitLab's gem gitlab-cells-http_router writes it: a JSON array (sorted, at
+least 1000 routes) of
+  {\"template\": \"/groups/*group_id/-/milestones/:id\",
+   \"example\": \"/groups/foo/bar/-/milestones/foo\", \"acceptsFormat\": true,
+   \"dottedExample\": \"/groups/john.doe/bar/-/milestones/john.doe\"}
+or the older form, template and example only. Each example must be the one
+the gem derives from its template.
+
+The expectation table (--claims, default route_claims.txt in the rules
+directory) says for every template what the router must claim. Sent as
+anonymous GET requests, per template: the example, the dotted example, each
+with \".json\" appended when the route accepts a format, and for a template
+whose owner is an id or an encoded path, the table's samples (a numeric id,
+an encoded full path, upper case). Prints the rule and claim per request
+(\"ok\" or \"FAIL\", with the table entry that decided), then a summary.
 
 Fails (exit 1) when
-  a route claim names a reserved top-level route;
-  a route whose template starts with a parameter (a namespace) is not
-    claimed, or claimed with another value than the example's first
-    segment (lower-cased, one format suffix dropped, a dotted name whole);
-  a route with no parameter at all (a literal Rails route such as
-    /users/sign_in or /groups/new) is classified by any claim.
+  a request does not send the claim its table entry says, or sends one
+    where the entry (or a template without an owner parameter) says none;
+  a route claim names a reserved word;
+  a template has a parameter of the table's owners: line and no entry
+    covers it (unclassified);
+  the reserved words (rules/reserved_top_level_routes.txt, [snapshot])
+    are not the literal first segments of the snapshot and the literal
+    words beside a claimed name.
 
   --ruleset  default cells
   --quiet    print only failures and the summary
 
-exit: 0 all routes as expected, 1 a failure or bad data, 2 usage";
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Snapshot {
-    List(Vec<RouteEntry>),
-    Wrapped { routes: Vec<RouteEntry> },
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RouteEntry {
-    #[serde(alias = "method")]
-    verb: String,
-    path: String,
-    example: String,
-    #[serde(default)]
-    accepts_format: bool,
-    #[serde(default)]
-    dotted_example: Option<String>,
-}
+exit: 0 all as expected, 1 a failure or bad data, 2 usage";
 
 pub fn run(mut args: Args) -> Outcome<i32> {
-    let (mut file, mut ruleset, mut rules_dir) = (None, None, None);
+    let (mut file, mut ruleset, mut rules_dir, mut claims) = (None, None, None, None);
     let mut quiet = false;
     while let Some(arg) = args.next_arg() {
         match arg {
@@ -66,6 +65,7 @@ pub fn run(mut args: Args) -> Outcome<i32> {
                 let slot = match name.as_str() {
                     "--ruleset" => &mut ruleset,
                     "--rules-dir" => &mut rules_dir,
+                    "--claims" => &mut claims,
                     _ => return Err(unknown("routes-check", Arg::Opt(name, inline))),
                 };
                 let v = args.value(&name, inline)?;
@@ -76,126 +76,278 @@ pub fn run(mut args: Args) -> Outcome<i32> {
         }
     }
     let file = file.ok_or_else(|| Failure::usage("routes-check needs FILE"))?;
+    let started = Instant::now();
     let text = std::fs::read_to_string(&file).map_err(|e| Failure::data(format!("{file}: {e}")))?;
-    let routes = match serde_json::from_str::<Snapshot>(&text)
-        .map_err(|e| Failure::data(format!("{file}: not a route snapshot: {e}")))?
-    {
-        Snapshot::List(r) | Snapshot::Wrapped { routes: r } => r,
+    let snapshot = Snapshot::parse(&text).map_err(|e| Failure::data(format!("{file}: {e}")))?;
+    let dir = RulesDir::new(rules_dir);
+    let claims = match claims {
+        Some(path) => PathBuf::from(path),
+        None => dir.locate()?.join("route_claims.txt"),
     };
-    let loaded = rules::load_arg(
-        &RulesDir::new(rules_dir),
-        ruleset.as_deref().unwrap_or("cells"),
-    )?;
+    let table = load_table(&claims)?;
+    let loaded = rules::load_arg(&dir, ruleset.as_deref().unwrap_or("cells"))?;
+    let loaded_in = started.elapsed();
 
-    let (mut requests, mut failures) = (0, 0);
-    for route in &routes {
-        for (path, expected) in replays(route) {
-            requests += 1;
-            let url = format!("https://gitlab.com{path}");
-            let request = RequestParts::from_url(&route.verb, &url)
-                .ok_or_else(|| Failure::data(format!("{}: bad example {path:?}", route.path)))?;
-            let decision = loaded.ruleset.decide(&request);
-            let rule = decision.rule_id.unwrap_or("no rule");
-            let (claim, route_claim) = match &decision.action {
-                Action::Classify(q) => (
-                    q.body(),
-                    match q.kind {
-                        ClassifyKind::Claim(0) => q.value.clone(),
-                        _ => None,
-                    },
-                ),
-                Action::Proxy { address } => (
-                    format!("proxy {}", address.unwrap_or("(legacy cell)")),
-                    None,
-                ),
-                Action::Reject { status, .. } => (format!("reject {status}"), None),
-                Action::Spread => ("spread".to_string(), None),
-            };
-            let classified = matches!(decision.action, Action::Classify(_));
-            let problem = check(route_claim.as_deref(), classified, &expected);
-            let line = format!("{} {path} -> [{rule}] {claim}", route.verb);
-            match problem {
-                Some(why) => {
-                    failures += 1;
-                    out::line(&format!("FAIL {line}: {why} (template {})", route.path));
-                }
-                None if !quiet => out::line(&format!("ok   {line}")),
-                None => {}
-            }
+    let replayed = Instant::now();
+    let report = replay(&snapshot, &table, &loaded.ruleset, |line| {
+        if !quiet || line.starts_with("FAIL") || line.starts_with("UNCLASSIFIED") {
+            out::line(line);
         }
+    });
+    let replay_time = replayed.elapsed();
+    let reserved = derive(&snapshot, &table).compare();
+    for line in reserved.problems() {
+        out::line(&format!("FAIL {line}"));
     }
+    for entry in &report.unused {
+        out::line(&format!(
+            "note: route_claims.txt:{} {} covers no template of this snapshot",
+            entry.0, entry.1
+        ));
+    }
+
     out::line(&format!(
-        "{} routes, {requests} requests: {} as expected, {failures} failed",
-        routes.len(),
-        requests - failures
+        "{file}: {} routes ({}); table {}: {} entries",
+        snapshot.routes.len(),
+        snapshot.format.name(),
+        claims.display(),
+        table.entries.len()
     ));
-    Ok(i32::from(failures > 0))
+    out::line(&format!(
+        "templates: {} with a claim, {} with none (an entry says why), {} with none (no owner parameter), {} unclassified",
+        report.templates_claimed, report.templates_none, report.templates_ownerless, report.unclassified
+    ));
+    out::line(&format!(
+        "{} requests: {} as expected, {} failed",
+        report.requests,
+        report.requests - report.failures,
+        report.failures
+    ));
+    let sent: Vec<String> = report
+        .sent
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    out::line(&format!("claims sent: {}", sent.join(", ")));
+    out::line(&format!(
+        "reserved words: {} from the snapshot, {} missing, {} listed under [snapshot] that it does not have",
+        reserved.derived, reserved.missing.len(), reserved.extra.len()
+    ));
+    out::line(&format!(
+        "time: {} ms to read and check the files, {} ms to replay ({:.1} µs a request)",
+        loaded_in.as_millis(),
+        replay_time.as_millis(),
+        replay_time.as_secs_f64() * 1e6 / report.requests.max(1) as f64
+    ));
+    let failed = report.failures > 0 || report.unclassified > 0 || !reserved.is_clean();
+    Ok(i32::from(failed))
 }
 
-/// What a replayed request must be decided as.
-#[derive(Debug, Clone, PartialEq)]
-enum Expect {
-    /// The template starts with a namespace parameter: a route claim of the
-    /// example's first segment (lower-cased, one format suffix dropped from
-    /// a last segment, a dotted name whole).
-    Route(String),
-    /// The template has no parameter at all: a Rails route of its own,
-    /// never claimed.
-    NoClaim,
-    /// Anything, as long as a route claim names no reserved word.
-    Any,
+pub fn load_table(path: &std::path::Path) -> Outcome<Table> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::data(format!("{}: cannot read: {e}", path.display())))?;
+    Table::parse(&text).map_err(|e| Failure::data(format!("{}: {e}", path.display())))
 }
 
-/// The paths to send for a route, each with what it must be decided as.
-fn replays(route: &RouteEntry) -> Vec<(String, Expect)> {
-    let template = route.path.replace("(.:format)", "");
-    let claims_namespace = template.trim_start_matches('/').starts_with([':', '*']);
-    let literal = !template.contains([':', '*']);
-    let expect = |path: &str| -> Expect {
-        if literal {
-            return Expect::NoClaim;
+/// What a replay found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub requests: usize,
+    pub failures: usize,
+    pub unclassified: usize,
+    pub templates_claimed: usize,
+    pub templates_none: usize,
+    pub templates_ownerless: usize,
+    /// Requests by the claim the router sent (`none`: no claim).
+    pub sent: BTreeMap<&'static str, usize>,
+    /// Entries (line, pattern) that cover no template.
+    pub unused: Vec<(usize, String)>,
+}
+
+/// Replays every route of `snapshot` through `ruleset`; `print` gets one
+/// line per request (`ok …`, `FAIL …`) and per unclassified template.
+pub fn replay(
+    snapshot: &Snapshot,
+    table: &Table,
+    ruleset: &Ruleset,
+    mut print: impl FnMut(&str),
+) -> Report {
+    let mut report = Report::default();
+    let mut used = vec![false; table.entries.len()];
+    for route in &snapshot.routes {
+        let entry = table
+            .entries
+            .iter()
+            .position(|e| e.covers(&route.template_source));
+        if let Some(i) = entry {
+            used[i] = true;
         }
-        if !claims_namespace {
-            return Expect::Any;
-        }
-        let trimmed = path.trim_start_matches('/');
-        let first = trimmed.split('/').next().unwrap_or("");
-        let leaf = !trimmed.trim_end_matches('/').contains('/');
-        let first = match first.rsplit_once('.') {
-            Some((name, ext)) if leaf && FORMATS.contains(&ext) => name,
-            _ => first,
+        let entry = entry.map(|i| &table.entries[i]);
+        let owners: Vec<&str> = route
+            .template
+            .parameters()
+            .into_iter()
+            .filter(|p| table.owners.iter().any(|o| o == p))
+            .collect();
+        let label = match entry {
+            Some(e) => format!("entry {} at route_claims.txt:{}", e.describe(), e.line),
+            None => "no entry: no owner parameter".to_string(),
         };
-        Expect::Route(first.to_ascii_lowercase())
-    };
-    let mut out = vec![(route.example.clone(), expect(&route.example))];
-    if route.accepts_format && !route.example.ends_with('/') {
-        let with = format!("{}.json", route.example);
-        let expected = expect(&with);
-        out.push((with, expected));
+        let requests = match entry.map(|e| &e.claim) {
+            None if !owners.is_empty() => {
+                report.unclassified += 1;
+                print(&format!(
+                    "UNCLASSIFIED {} (parameter {} names an owner; no entry of the table covers it)",
+                    route.template_source, owners[0]
+                ));
+                continue;
+            }
+            None => {
+                report.templates_ownerless += 1;
+                examples(route, |_| Expected::None)
+            }
+            Some(Claim::None) => {
+                report.templates_none += 1;
+                examples(route, |_| Expected::None)
+            }
+            Some(Claim::Owner { kind, param }) => {
+                report.templates_claimed += 1;
+                let glob = is_glob(route, param);
+                let mut requests = examples(route, |dotted| {
+                    kind.expect(match (dotted, glob) {
+                        (false, false) => PARAM,
+                        (false, true) => GLOB,
+                        (true, false) => DOTTED_PARAM,
+                        (true, true) => DOTTED_GLOB,
+                    })
+                });
+                for sample in kind.samples(glob) {
+                    let path = route.template.render(&|t: &Token| match t {
+                        Token::Param(n) | Token::Glob(n) if n == param => sample.to_string(),
+                        Token::Glob(_) => GLOB.to_string(),
+                        _ => PARAM.to_string(),
+                    });
+                    with_format(route, path, kind.expect(sample), &mut requests);
+                }
+                requests
+            }
+        };
+        for (path, expected) in requests {
+            report.requests += 1;
+            let (line, ok, sent) =
+                check_one(ruleset, &path, &expected, &route.template_source, &label);
+            *report.sent.entry(sent).or_default() += 1;
+            if !ok {
+                report.failures += 1;
+            }
+            print(&line);
+        }
     }
+    report.unused = table
+        .entries
+        .iter()
+        .zip(used)
+        .filter(|(_, used)| !used)
+        .map(|(e, _)| (e.line, e.pattern.clone()))
+        .collect();
+    report
+}
+
+/// The gem's example and dotted example, each with its `.json` variant
+/// when the route accepts a format; `expect(dotted)` says what they must
+/// be decided as.
+fn examples(route: &Route, expect: impl Fn(bool) -> Expected) -> Vec<(String, Expected)> {
+    let mut out = Vec::new();
+    with_format(route, route.example.clone(), expect(false), &mut out);
     if let Some(dotted) = &route.dotted_example {
-        out.push((dotted.clone(), expect(dotted)));
+        with_format(route, dotted.clone(), expect(true), &mut out);
     }
     out
 }
 
-/// The format suffixes the `cells` ruleset strips from a last segment.
-const FORMATS: &[&str] = &["atom", "json", "keys", "gpg"];
-
-fn check(claimed: Option<&str>, classified: bool, expect: &Expect) -> Option<String> {
-    if let Some(value) = claimed {
-        let top = value.split('/').next().unwrap_or(value);
-        if is_reserved_top_level_route(top) {
-            return Some(format!("route claim {value:?} is a reserved word"));
-        }
+/// `path`, and `path.json` when the route accepts a format: GitLab's gem
+/// says a format variant is classified as its plain example.
+fn with_format(route: &Route, path: String, expected: Expected, out: &mut Vec<(String, Expected)>) {
+    let json = (route.accepts_format && path != "/").then(|| format!("{path}.json"));
+    out.push((path, expected.clone()));
+    if let Some(json) = json {
+        out.push((json, expected));
     }
-    match (expect, claimed) {
-        (Expect::Route(want), Some(got)) if want == got => None,
-        (Expect::Route(want), Some(got)) => Some(format!("claimed {got:?}, expected {want:?}")),
-        (Expect::Route(want), None) => Some(format!("not claimed, expected route {want:?}")),
-        (Expect::NoClaim, _) if classified => {
-            Some("a literal Rails route is classified by a claim".to_string())
+}
+
+/// Whether the template's first `param` is a glob (`*group_id`).
+fn is_glob(route: &Route, param: &str) -> bool {
+    route
+        .template
+        .variants()
+        .first()
+        .and_then(|v| {
+            v.iter().find_map(|t| match t {
+                Token::Glob(n) if n == param => Some(true),
+                Token::Param(n) if n == param => Some(false),
+                _ => None,
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// One request: its report line, whether it is as expected, and the claim
+/// key it sent (`none`).
+fn check_one(
+    ruleset: &Ruleset,
+    path: &str,
+    expected: &Expected,
+    template: &str,
+    label: &str,
+) -> (String, bool, &'static str) {
+    let Some(request) = RequestParts::from_url("GET", &format!("https://gitlab.com{path}")) else {
+        return (
+            format!("FAIL {path}: not a path a request can carry (template {template})"),
+            false,
+            "none",
+        );
+    };
+    let decision = ruleset.decide(&request);
+    let sent = sent_claim(&decision);
+    let rule = decision.rule_id.unwrap_or("no rule");
+    let shown = match &decision.action {
+        router_core::Action::Classify(q) => q.body(),
+        router_core::Action::Proxy { address } => {
+            format!("proxy {}", address.unwrap_or("(legacy cell)"))
         }
-        _ => None,
+        router_core::Action::Reject { status, .. } => format!("reject {status}"),
+        router_core::Action::Spread => "spread".to_string(),
+    };
+    let problem = match (&sent, expected) {
+        (Some(("route", value)), _)
+            if is_reserved_top_level_route(value.split('/').next().unwrap_or(value)) =>
+        {
+            Some(format!("route claim {value:?} is a reserved word"))
+        }
+        (
+            Some((key, value)),
+            Expected::Claim {
+                key: want,
+                value: want_value,
+            },
+        ) if key == want && value == want_value => None,
+        (Some((key, value)), Expected::Claim { .. }) => {
+            Some(format!("claimed {key} {value:?}, expected {expected}"))
+        }
+        (None, Expected::Claim { .. }) => Some(format!("not claimed, expected {expected}")),
+        (Some((key, value)), Expected::None) => {
+            Some(format!("claimed {key} {value:?}, expected no claim"))
+        }
+        (None, Expected::None) => None,
+    };
+    let line = format!("{path} -> [{rule}] {shown}");
+    let key = sent.as_ref().map_or("none", |(k, _)| *k);
+    match problem {
+        Some(why) => (
+            format!("FAIL {line}: {why} (template {template}, {label})"),
+            false,
+            key,
+        ),
+        None => (format!("ok   {line} ({label})"), true, key),
     }
 }

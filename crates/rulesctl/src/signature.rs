@@ -4,7 +4,7 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use router_core::signing::{public_key_from_base64, verify, Expected, Signer};
+use router_keys::{public_key_from_base64, signer_from_base64, verify, Expected, SignerKeys};
 
 use crate::cli::{set_once, unknown, Arg, Args, Failure, Outcome};
 use crate::out;
@@ -35,7 +35,7 @@ prints why on stderr and exits 1.
 
 Replays: verify alone accepts a token again within its lifetime (with the
 same path, method and headers). Refuse a second use of its `jti` with your
-own store: from Rust, router_core::signing::check_replay with a
+own store: from Rust, router_keys::check_replay with a
 ReplayStore (MemoryReplayStore for one process; a shared store such as
 Redis `SET <jti> 1 NX EXAT <exp>` for many); from a hook, keep the printed
 `jti` until the printed `exp` and refuse one seen before.
@@ -69,7 +69,7 @@ fn keygen(mut args: Args) -> Outcome<i32> {
     let mut seed = [0u8; 32];
     crate::token::fill_random(&mut seed, "")?;
     let secret = STANDARD.encode(seed);
-    let signer = Signer::from_base64(&secret, "gitlab-http-router", 60).map_err(Failure::data)?;
+    let signer = signer_from_base64(&secret, "gitlab-http-router", 60).map_err(Failure::data)?;
     out::line(&format!(
         "secret: {secret}\npublic: {}",
         signer.public_key_base64()
@@ -90,7 +90,7 @@ fn public_key(mut args: Args) -> Outcome<i32> {
     }
     let file = file.ok_or_else(|| Failure::usage("signature public-key needs --key-file FILE"))?;
     let key = std::fs::read_to_string(&file).map_err(|e| Failure::data(format!("{file}: {e}")))?;
-    let signer = Signer::from_base64(key.trim(), "gitlab-http-router", 60)
+    let signer = signer_from_base64(key.trim(), "gitlab-http-router", 60)
         .map_err(|e| Failure::data(format!("{file}: {e}")))?;
     out::line(&signer.public_key_base64());
     Ok(0)
@@ -143,7 +143,7 @@ fn verify_cmd(mut args: Args) -> Outcome<i32> {
     let max_lifetime = seconds(
         max_lifetime,
         "--max-lifetime",
-        router_core::signing::DEFAULT_TTL_SECS,
+        router_core::forward::signing::DEFAULT_TTL_SECS,
     )?;
     let now = match now {
         Some(v) => v
@@ -160,7 +160,7 @@ fn verify_cmd(mut args: Args) -> Outcome<i32> {
         content_type: content_type.as_deref(),
         issuer: issuer
             .as_deref()
-            .unwrap_or(router_core::signing::DEFAULT_ISSUER),
+            .unwrap_or(router_core::forward::signing::DEFAULT_ISSUER),
         max_lifetime_secs: max_lifetime,
         leeway_secs: leeway,
         ..Expected::new(&audience, &method, path, query, now)

@@ -943,23 +943,56 @@ fn explain_shows_what_follows_a_path_claim_not_found() {
     assert!(anonymous.get("on_not_found").is_none());
 }
 
+/// GitLab's route snapshot as shipped, its entries.
+fn shipped_snapshot() -> Vec<Value> {
+    let text = std::fs::read_to_string(repo().join("tests/rules/gitlab_routes.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A snapshot file in `t` from `entries`, sorted by template as GitLab
+/// writes it.
+fn snapshot_file(t: &Temp, name: &str, mut entries: Vec<Value>) -> String {
+    entries.sort_by(|a, b| a["template"].as_str().cmp(&b["template"].as_str()));
+    t.write(name, &serde_json::to_string_pretty(&entries).unwrap())
+}
+
 #[test]
-fn routes_check_passes_the_shipped_snapshot_and_fails_a_claimed_reserved_route() {
+fn routes_check_replays_gitlabs_snapshot() {
     let run = rulesctl(&["routes-check", "tests/rules/gitlab_routes.json", "--quiet"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains(", 0 failed"), "{}", run.stdout);
-
-    let t = Temp::new();
-    let snapshot = t.write(
-        "routes.json",
-        &json!([
-            {"verb": "GET", "path": "/:namespace_id", "example": "/admin"},
-            {"verb": "GET", "path": "/users/sign_in", "example": "/users/sign_in"},
-            {"verb": "GET", "path": "/:namespace_id/:project_id", "example": "/Acme/app", "dottedExample": "/john.doe/x"}
-        ])
-        .to_string(),
+    for want in [
+        "5066 routes (current format)",
+        ", 0 unclassified",
+        " as expected, 0 failed",
+        "0 missing, 0 listed under [snapshot]",
+    ] {
+        assert!(run.stdout.contains(want), "{want}: {}", run.stdout);
+    }
+    assert!(
+        !run.stdout.contains("note:"),
+        "every entry covers a template: {}",
+        run.stdout
     );
-    // A ruleset that claims every first segment, reserved or not.
+    // Every family the issue names is claimed, not only proxied.
+    let run = rulesctl(&["routes-check", "tests/rules/gitlab_routes.json"]);
+    for want in [
+        r#"ok   /api/v4/feature_flags/unleash/1234/client/features -> [api_project_id_families] {"claims":[{"projectId":"1234"}]}"#,
+        r#"ok   /api/v4/group/foo/-/packages/composer/packages -> [api_namespace_path] {"claims":[{"route":"foo"}]}"#,
+        r#"ok   /api/v4/packages/terraform/modules/v1/foo/foo/foo/versions -> [api_owner_prefix] {"claims":[{"route":"foo"}]}"#,
+        r#"ok   /-/jira/foo/bar/foo/commit/foo -> [path_owner_prefix] {"claims":[{"route":"foo"}]}"#,
+        r#"ok   /v2/foo/bar/dependency_proxy/containers/foo/bar/manifests/foo/bar -> [path_dependency_proxy] {"claims":[{"route":"foo"}]}"#,
+        "ok   /api/v4/namespaces/storage/limit_exclusions -> [legacy] proxy (legacy cell)",
+        "ok   /o/new -> [legacy] proxy (legacy cell)",
+    ] {
+        assert!(run.stdout.contains(want), "{want}");
+    }
+}
+
+#[test]
+fn routes_check_fails_wrong_claims_and_reserved_words() {
+    let t = Temp::new();
+    let snapshot = snapshot_file(&t, "routes.json", shipped_snapshot());
+    // A ruleset that claims every first segment as it is, reserved or not.
     t.rule(
         "greedy",
         &json!([
@@ -968,43 +1001,109 @@ fn routes_check_passes_the_shipped_snapshot_and_fails_a_claimed_reserved_route()
             {"id": "legacy", "action": "proxy"}
         ]),
     );
-    let run = t.run(&["routes-check", &snapshot, "--ruleset", "greedy"]);
-    assert_eq!(run.code, 1, "{}", run.stdout);
-    assert!(run.stdout.contains("FAIL GET /admin"), "{}", run.stdout);
-    assert!(run.stdout.contains("is a reserved word"), "{}", run.stdout);
-    assert!(
-        run.stdout.contains("FAIL GET /users/sign_in"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains(r#"FAIL GET /Acme/app -> [any] {"claims":[{"route":"Acme"}]}: claimed "Acme", expected "acme""#),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout
-            .contains("3 routes, 4 requests: 1 as expected, 3 failed"),
-        "{}",
-        run.stdout
-    );
-
-    // The shipped cells ruleset gets the same snapshot right.
+    let claims = repo().join("rules/route_claims.txt").display().to_string();
     let run = t.run(&[
         "routes-check",
         &snapshot,
         "--ruleset",
-        &format!("{}/rules/cells.json", repo().display()),
+        "greedy",
+        "--claims",
+        &claims,
+        "--quiet",
     ]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    for want in [
+        r#"FAIL /admin -> [any] {"claims":[{"route":"admin"}]}: route claim "admin" is a reserved word"#,
+        r#"FAIL /Gitlab-Org/Sub-Group/foo/-/milestones/foo -> [any] {"claims":[{"route":"Gitlab-Org"}]}: claimed route "Gitlab-Org", expected route "gitlab-org" (template /*namespace_id/:project_id/-/milestones/:id, entry /*namespace_id/** route(namespace_id) at route_claims.txt:"#,
+        r#"FAIL /api/v4/projects/1234 -> [any] {"claims":[{"route":"api"}]}: route claim "api" is a reserved word"#,
+    ] {
+        assert!(
+            run.stdout.contains(want),
+            "{want}: {}",
+            &run.stdout[..run.stdout.len().min(3000)]
+        );
+    }
+    assert!(!run.stdout.contains(", 0 failed"), "{}", run.stdout);
+}
+
+#[test]
+fn routes_check_reports_an_unclassified_family_and_reserved_words_out_of_step() {
+    let t = Temp::new();
+    let mut entries = shipped_snapshot();
+    // GitLab adds a family keyed by a project and a top-level route, and
+    // drops /sitemap.
+    entries.push(json!({"template": "/-/widgets/:project_id/board", "example": "/-/widgets/foo/board", "dottedExample": "/-/widgets/john.doe/board"}));
+    entries.push(json!({"template": "/newtop/list", "example": "/newtop/list"}));
+    entries.retain(|e| e["template"] != "/sitemap");
+    let snapshot = snapshot_file(&t, "routes.json", entries);
+    let run = rulesctl(&["routes-check", &snapshot, "--quiet"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    for want in [
+        "UNCLASSIFIED /-/widgets/:project_id/board (parameter project_id names an owner; no entry of the table covers it)",
+        ", 1 unclassified",
+        r#"FAIL reserved words: "newtop" (template /newtop/list) is missing from [snapshot]"#,
+        r#"FAIL reserved words: "sitemap" is listed under [snapshot] but no template of the snapshot has it"#,
+        "1 missing, 1 listed under [snapshot] that it does not have",
+    ] {
+        assert!(run.stdout.contains(want), "{want}: {}", run.stdout);
+    }
+    // Not reserved, so the router claims it: a literal route, no claim.
     assert!(
-        run.stdout.contains("FAIL GET /admin -> [legacy]"),
+        run.stdout.contains(r#"FAIL /newtop/list -> [path_namespace] {"claims":[{"route":"newtop"}]}: claimed route "newtop", expected no claim (template /newtop/list, no entry: no owner parameter)"#),
         "{}",
         run.stdout
     );
+}
+
+#[test]
+fn routes_check_reads_the_older_format_and_refuses_anything_else() {
+    let t = Temp::new();
+    let older: Vec<Value> = shipped_snapshot()
+        .into_iter()
+        .map(|e| json!({"template": e["template"], "example": e["example"]}))
+        .collect();
+    let file = snapshot_file(&t, "older.json", older);
+    let run = rulesctl(&["routes-check", &file, "--quiet"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
         run.stdout
-            .contains("3 routes, 4 requests: 3 as expected, 1 failed"),
+            .contains("5066 routes (older format: template and example only)"),
         "{}",
         run.stdout
     );
+
+    let few = snapshot_file(
+        &t,
+        "few.json",
+        shipped_snapshot().into_iter().take(999).collect(),
+    );
+    let run = rulesctl(&["routes-check", &few]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("holds only 999 routes"),
+        "{}",
+        run.stderr
+    );
+
+    // The shape this tool used to read, which GitLab never wrote.
+    let invented: Vec<Value> = (0..1000)
+        .map(
+            |i| json!({"verb": "GET", "path": format!("/r{i:04}"), "example": format!("/r{i:04}")}),
+        )
+        .collect();
+    let file = t.write("invented.json", &Value::Array(invented).to_string());
+    let run = rulesctl(&["routes-check", &file]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("entry 0: unknown key \"path\""),
+        "{}",
+        run.stderr
+    );
+
+    let mut entries = shipped_snapshot();
+    entries[10]["example"] = json!("/somewhere/else");
+    let file = snapshot_file(&t, "damaged.json", entries);
+    let run = rulesctl(&["routes-check", &file]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("entry 10 (template \"/*namespace_id/:id/export\"): example \"/somewhere/else\" is not the template's"), "{}", run.stderr);
 }

@@ -104,7 +104,7 @@ impl TopologyTransport for Rc<FakeService> {
         &self,
         _body: &str,
         timeout_ms: u32,
-        _: &crate::trace::Trace,
+        _: &crate::forward::trace::Trace,
     ) -> Result<RawAnswer, TransportError> {
         self.calls.set(self.calls.get() + 1);
         self.gate.wait().await;
@@ -128,7 +128,7 @@ impl TopologyTransport for Rc<FakeService> {
         method: &str,
         path: &str,
         timeout_ms: u32,
-        trace: &crate::trace::Trace,
+        trace: &crate::forward::trace::Trace,
     ) -> Result<RawAnswer, TransportError> {
         self.learned.borrow_mut().push(format!("{method} {path}"));
         self.classify("", timeout_ms, trace).await
@@ -255,20 +255,34 @@ fn concurrent_first_requests_for_a_path_share_one_learn_call() {
     assert_eq!(results.iter().filter(|r| r.coalesced).count(), 49);
 }
 
+/// The Cache API: an entry put is gone `keep_secs` later (its max-age) on
+/// the platform's clock; one inserted by a test stays.
 #[derive(Default)]
 struct FakeShared {
     entries: RefCell<HashMap<String, CachedAnswer>>,
+    kept_until: RefCell<HashMap<String, u64>>,
+    clock: Option<Rc<FakePlatform>>,
     puts: Cell<u32>,
-    ttls: RefCell<Vec<u32>>,
+    keeps: RefCell<Vec<u32>>,
 }
 
 impl SharedCache for Rc<FakeShared> {
     async fn get(&self, key: &str) -> Option<CachedAnswer> {
-        self.entries.borrow().get(key).cloned()
+        let until = self.kept_until.borrow().get(key).copied();
+        match (&self.clock, until) {
+            (Some(clock), Some(until)) if clock.now.get() >= until => None,
+            _ => self.entries.borrow().get(key).cloned(),
+        }
     }
-    fn put(&self, key: &str, answer: &CachedAnswer, ttl: u32) {
+    fn put(&self, key: &str, answer: &CachedAnswer, keep_secs: u32) {
         self.puts.set(self.puts.get() + 1);
-        self.ttls.borrow_mut().push(ttl);
+        self.keeps.borrow_mut().push(keep_secs);
+        if let Some(clock) = &self.clock {
+            self.kept_until.borrow_mut().insert(
+                key.to_string(),
+                clock.now.get() + u64::from(keep_secs) * 1000,
+            );
+        }
         self.entries
             .borrow_mut()
             .insert(key.to_string(), answer.clone());
@@ -294,7 +308,10 @@ fn setup() -> (
         gate,
         ..Default::default()
     });
-    let shared = Rc::new(FakeShared::default());
+    let shared = Rc::new(FakeShared {
+        clock: Some(platform.clone()),
+        ..Default::default()
+    });
     let resolver = Rc::new(Resolver::new(
         service.clone(),
         shared.clone(),
@@ -363,9 +380,11 @@ fn second_request_is_a_memory_hit_until_the_ttl_ends() {
     let second = run(resolver.resolve(&session("cell-2")));
     assert_eq!((second.level, second.attempts), (CacheLevel::Memory, 0));
     assert_eq!(service.calls.get(), 1);
-    assert_eq!(shared.ttls.borrow().as_slice(), &[60]);
+    // Kept for the TTL plus the stale window.
+    assert_eq!(shared.keeps.borrow().as_slice(), &[660]);
 
-    // Past the TTL the shared cache's copy is expired too: the service again.
+    // Past the TTL the shared cache's copy is expired too (still there, not
+    // a hit): the service again.
     platform.now.set(platform.now.get() + 61_000);
     service.push(found("cell-2", "max-age=60"));
     let third = run(resolver.resolve(&session("cell-2")));
@@ -442,9 +461,9 @@ fn not_found_is_cached_for_the_negative_ttl() {
     }
     assert_eq!(service.calls.get(), 1);
     assert_eq!(
-        shared.ttls.borrow().as_slice(),
-        &[30],
-        "404 capped at the negative TTL"
+        shared.keeps.borrow().as_slice(),
+        &[630],
+        "404 capped at the negative TTL, kept for the stale window past it"
     );
 }
 
@@ -522,6 +541,174 @@ fn stale_memory_entry_beats_an_error() {
     assert_eq!(r.level, CacheLevel::Fallback);
 }
 
+/// A resolver over `service`'s and `platform`'s fakes and a shared cache,
+/// with a memory cache of `memory_entries`.
+fn small_memory(
+    service: &Rc<FakeService>,
+    shared: &Rc<FakeShared>,
+    platform: &Rc<FakePlatform>,
+    memory_entries: usize,
+) -> Rc<TestResolver> {
+    Rc::new(Resolver::new(
+        service.clone(),
+        shared.clone(),
+        platform.clone(),
+        CachePolicy::default(),
+        ClientPolicy {
+            memory_entries,
+            ..Default::default()
+        },
+    ))
+}
+
+/// Issue 40: with more keys than the memory cache holds, an answer evicted
+/// from memory was gone from the Cache API too once its TTL passed
+/// (max-age was the TTL), so a failing service sent its key to the legacy
+/// cell well inside the stale window. The shared entry now stays for the
+/// TTL plus the window and stands in, also while the breaker is open.
+#[test]
+fn an_answer_evicted_from_memory_stands_in_from_the_shared_cache() {
+    let (_, service, shared, platform) = setup();
+    let resolver = small_memory(&service, &shared, &platform, 1);
+    for i in 0..6 {
+        service.push(found(&format!("cell-{i}"), "max-age=60"));
+        run(resolver.resolve(&session(&format!("cell-{i}"))));
+    }
+    assert_eq!(resolver.memory_len(), 1, "cell-0..4 evicted from memory");
+    platform.now.set(platform.now.get() + 120_000);
+    for _ in 0..20 {
+        service.push(status(503));
+    }
+    let mut guarded = 0;
+    for i in 0..5 {
+        let key = format!("cell-{i}");
+        let r = run(resolver.resolve(&session(&key)));
+        assert_eq!(
+            (r.level, address(&r)),
+            (CacheLevel::Stale, Some(key.as_str())),
+            "{r:?}"
+        );
+        guarded += u32::from(r.error == Some(RouterError::TopologyGuarded("circuit open")));
+    }
+    assert!(guarded > 0, "the breaker opened and stale answers went on");
+    // Past the stale window: the legacy cell.
+    platform.now.set(platform.now.get() + 600_000);
+    let r = run(resolver.resolve(&session("cell-0")));
+    assert_eq!((r.level, r.classification), (CacheLevel::Fallback, None));
+}
+
+#[test]
+fn a_stale_shared_entry_is_used_only_inside_the_window_and_for_its_own_question() {
+    let (_, service, shared, platform) = setup();
+    let resolver = small_memory(&service, &shared, &platform, 1);
+    let now = platform.now.get();
+    let entry = |question: &str, expires_at_ms| CachedAnswer {
+        question: session(question).body(),
+        classification: Classification::Cell(CellAnswer {
+            address: "from-shared".into(),
+            registry_address: None,
+        }),
+        expires_at_ms,
+        tags: Vec::new(),
+    };
+    let mut entries = shared.entries.borrow_mut();
+    // Expired 599 s ago: within the window.
+    entries.insert(
+        session("cell-2").cache_key(),
+        entry("cell-2", now - 599_000),
+    );
+    // Expired 601 s ago (the Cache API still had it): past the window.
+    entries.insert(
+        session("cell-3").cache_key(),
+        entry("cell-3", now - 601_000),
+    );
+    // Under cell-4's key, another question's stale answer.
+    entries.insert(
+        session("cell-4").cache_key(),
+        entry(FORGED_CELL_2, now - 1_000),
+    );
+    drop(entries);
+    let down = || {
+        for _ in 0..3 {
+            service.push(Err(TransportError::Connect("down".into())));
+        }
+    };
+    down();
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, address(&r)),
+        (CacheLevel::Stale, Some("from-shared"))
+    );
+    for key in ["cell-3", "cell-4"] {
+        down();
+        let r = run(resolver.resolve(&session(key)));
+        assert_eq!((r.level, r.classification), (CacheLevel::Fallback, None));
+    }
+    assert_eq!(platform.warnings.borrow().len(), 1, "the forged entry");
+    // An expired entry is never a hit: with the service up (and the
+    // breaker's open period over) it is asked.
+    platform.now.set(platform.now.get() + 10_000);
+    service.script.borrow_mut().clear();
+    service.push(found("cell-2", "max-age=60"));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, address(&r)),
+        (CacheLevel::Service, Some("cell-2"))
+    );
+}
+
+#[test]
+fn a_stale_shared_entry_read_before_a_purge_is_not_answered() {
+    let (_, service, shared, platform) = setup();
+    let resolver = small_memory(&service, &shared, &platform, 1);
+    service.push(found("cell-2", "max-age=60"));
+    run(resolver.resolve(&session("cell-2")));
+    service.push(found("cell-3", "max-age=60"));
+    run(resolver.resolve(&session("cell-3")));
+    platform.now.set(platform.now.get() + 120_000);
+    // cell-2's request reads its stale shared entry, then waits on the
+    // service; a purge comes; the service fails.
+    service.gate.closed.set(true);
+    let mut pool = LocalPool::new();
+    let result = Rc::new(RefCell::new(None));
+    {
+        let (resolver, result) = (resolver.clone(), result.clone());
+        pool.spawner()
+            .spawn_local(async move {
+                *result.borrow_mut() = Some(resolver.resolve(&session("cell-2")).await);
+            })
+            .unwrap();
+    }
+    pool.run_until_stalled();
+    assert_eq!(service.calls.get(), 3, "waiting on the service");
+    resolver.purge(1);
+    service.push(Err(TransportError::Connect("down".into())));
+    service.gate.open();
+    pool.run();
+    let r = result.borrow_mut().take().unwrap();
+    assert_eq!((r.level, r.classification), (CacheLevel::Fallback, None));
+}
+
+#[test]
+fn an_evicted_learned_prefix_stands_in_from_the_shared_cache() {
+    let (_, service, shared, platform) = setup();
+    let resolver = small_memory(&service, &shared, &platform, 1);
+    service.push(learned(PREFIX_G, "max-age=60"));
+    run(resolver.resolve(&learn_q("/g/p/-/issues")));
+    service.push(status(404));
+    run(resolver.resolve(&learn_q("/other")));
+    assert_eq!(resolver.resolve_from_memory(&learn_q("/g/p/x")), None);
+    platform.now.set(platform.now.get() + 120_000);
+    for _ in 0..3 {
+        service.push(status(500));
+    }
+    let r = run(resolver.resolve(&learn_q("/g/p/-/wikis")));
+    assert_eq!(
+        (r.level, address(&r)),
+        (CacheLevel::Stale, Some("cell-2:8080"))
+    );
+}
+
 #[test]
 fn unreadable_answers_fall_back_without_retry() {
     let (resolver, service, _, _) = setup();
@@ -545,6 +732,57 @@ fn concurrent_misses_share_one_call() {
     assert!(results.iter().all(|r| address(r) == Some("cell-2")));
     assert_eq!(service.calls.get(), 1);
     assert_eq!(results.iter().filter(|r| r.coalesced).count(), 49);
+}
+
+#[test]
+fn a_4xx_of_the_leading_call_is_not_shared_with_the_requests_waiting_on_it() {
+    // The service refused the leader's call (e.g. its traceparent): the
+    // others ask on their own and are routed.
+    let (resolver, service, _, _) = setup();
+    service.push(status(400));
+    for _ in 0..49 {
+        service.push(found("cell-2", "max-age=60"));
+    }
+    let (_, results) = fifty_at_once(&resolver, &service, &session("cell-2"));
+    assert_eq!(results.len(), 50);
+    let failed: Vec<&Resolution> = results.iter().filter(|r| r.error.is_some()).collect();
+    assert_eq!(failed.len(), 1, "only the leader's own call failed");
+    assert_eq!(failed[0].error, Some(RouterError::TopologyStatus(400)));
+    assert!(results
+        .iter()
+        .filter(|r| r.error.is_none())
+        .all(|r| address(r) == Some("cell-2")));
+    // A 5xx is the service's: it is shared (no stampede of own calls).
+    let (resolver, service, _, _) = setup();
+    for _ in 0..3 {
+        service.push(status(503));
+    }
+    let (_, results) = fifty_at_once(&resolver, &service, &session("cell-3"));
+    assert_eq!(results.iter().filter(|r| r.coalesced).count(), 49);
+    assert_eq!(service.calls.get(), 3, "the leader's attempts only");
+}
+
+#[test]
+fn an_unusable_shared_cache_is_neither_read_nor_written() {
+    let (resolver, service, shared, _) = setup();
+    service.push(found("cell-2", "max-age=60"));
+    run(resolver.resolve(&session("cell-2")));
+    assert_eq!(shared.puts.get(), 1);
+    // A fresh isolate before it knows the purge generation: the shared
+    // entry is there but not read; its own answer is not written.
+    let (cold, cold_service, cold_shared, _) = setup();
+    *cold_shared.entries.borrow_mut() = shared.entries.borrow().clone();
+    cold.set_shared_usable(false);
+    cold_service.push(found("cell-3", "max-age=60"));
+    let r = run(cold.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, address(&r)),
+        (CacheLevel::Service, Some("cell-3"))
+    );
+    assert_eq!(cold_shared.puts.get(), 0);
+    cold.set_shared_usable(true);
+    let r = run(cold.resolve(&session("cell-2")));
+    assert_eq!(r.level, CacheLevel::Memory);
 }
 
 #[test]

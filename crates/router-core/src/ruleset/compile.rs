@@ -275,7 +275,7 @@ pub(super) fn compile_rule(
             }
             let address = spec.proxy.and_then(|p| p.address);
             if let Some(address) = &address {
-                crate::forward::validate_address(address)
+                crate::forward::upstream::validate_address(address)
                     .map_err(|e| c.err(format!("proxy.address: {e}")))?;
             }
             RuleAction::Proxy { address }
@@ -319,6 +319,10 @@ pub(super) fn compile_rule(
     if !matches!(action, RuleAction::Reject { .. }) && has_reject_block {
         return Err(c.err("a reject block is given but the action is not reject"));
     }
+    let counts_gateway_statuses = spec.circuit.is_some_and(|b| b.count_gateway_statuses);
+    if counts_gateway_statuses && matches!(action, RuleAction::Reject { .. }) {
+        return Err(c.err("circuit.countGatewayStatuses: a reject rule forwards nothing to count"));
+    }
 
     Ok(Rule {
         id: spec.id.unwrap_or_else(|| format!("rule-{}", index + 1)),
@@ -329,6 +333,7 @@ pub(super) fn compile_rule(
         max_length,
         rollout,
         action,
+        counts_gateway_statuses,
     })
 }
 

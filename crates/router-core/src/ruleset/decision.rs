@@ -19,6 +19,9 @@ pub struct Decision<'r> {
     /// cannot answer and nothing is cached, the request gets a 503 with
     /// `Retry-After` instead of going to the legacy cell.
     pub unavailable_on_outage: bool,
+    /// The rule counts 502, 503 and 504 from the cell against its circuit
+    /// (`circuit.countGatewayStatuses`).
+    pub counts_gateway_statuses: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,8 +79,13 @@ impl Decision<'_> {
         } else {
             ""
         };
+        let gateway = if self.counts_gateway_statuses {
+            r#","circuit":"counts-gateway-statuses""#
+        } else {
+            ""
+        };
         format!(
-            r#"{{"rule":{},"action":"{}","classify":{classify},"proxy":{proxy}{reject}{not_found}{on_outage}}}"#,
+            r#"{{"rule":{},"action":"{}","classify":{classify},"proxy":{proxy}{reject}{not_found}{on_outage}{gateway}}}"#,
             text_or_null(self.rule_id),
             self.action.name()
         )

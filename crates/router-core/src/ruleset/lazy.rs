@@ -209,6 +209,11 @@ impl Regex {
         }
     }
 
+    /// Its required prefixes (`prefix.rs`), if it has any.
+    pub(super) fn prefixes(&self) -> Option<&[Box<[u8]>]> {
+        self.prefixes.as_deref()
+    }
+
     /// Whether `haystack` starts with one of the required prefixes (or
     /// none are known): else it cannot match.
     fn admits(&self, haystack: &str) -> bool {

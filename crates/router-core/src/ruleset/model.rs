@@ -18,6 +18,8 @@ pub struct Rule {
     pub(super) max_length: Vec<(Template, usize)>,
     pub(super) rollout: Option<Rollout>,
     pub(super) action: RuleAction,
+    /// `circuit.countGatewayStatuses`.
+    pub(super) counts_gateway_statuses: bool,
 }
 
 impl Rule {

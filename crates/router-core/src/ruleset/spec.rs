@@ -69,6 +69,25 @@ pub(super) struct RuleSpec {
     pub(super) proxy: Option<ProxySpec>,
     #[serde(default)]
     pub(super) reject: Option<RejectSpec>,
+    /// How the circuit of the cell a request of this rule goes to counts
+    /// its answers ([`crate::cells::circuit`]).
+    #[serde(default)]
+    pub(super) circuit: Option<CircuitSpec>,
+}
+
+/// A rule's `circuit` block.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CircuitSpec {
+    /// Count 502, 503 and 504 from the cell as its failures (off by
+    /// default: a status is the cell's choice; a 503 with `Retry-After`
+    /// never counts).
+    #[serde(
+        default,
+        rename = "countGatewayStatuses",
+        alias = "count_gateway_statuses"
+    )]
+    pub(super) count_gateway_statuses: bool,
 }
 
 /// `"action": "reject"`: the router answers the request itself with a

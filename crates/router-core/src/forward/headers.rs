@@ -1,6 +1,7 @@
-//! The forwarding plan (SPEC §7): where a request goes and which headers
-//! go with it. The edge applies it to the incoming request without copying
-//! the body.
+//! Which headers go with a forwarded request (SPEC §7): the ones the
+//! router sets, the client's it drops (hop-by-hop, spoofable, the router's
+//! own, Cloudflare's version overrides), and what a client's `Connection`
+//! may and may not remove.
 
 /// Header the router sets to the public host.
 pub const X_FORWARDED_HOST: &str = "x-forwarded-host";
@@ -54,7 +55,41 @@ const CLIENT_FORBIDDEN: &[&str] = &[
     "x-rewrite-url",
     "cf-access-client-id",
     "cf-access-client-secret",
+    // Cloudflare's gradual-deployment headers: honoured at the edge before
+    // the Worker runs, meaningless to a cell (an override without the
+    // smoke-test secret is refused: `forward::VERSION_OVERRIDES`).
+    VERSION_OVERRIDES,
+    "cloudflare-workers-version-key",
+    // Vendor state of the client's trace: the router sets it again when
+    // it keeps the client's `traceparent` (crate::trace).
+    crate::forward::trace::TRACESTATE_HEADER,
 ];
+
+/// Cloudflare's gradual-deployment override: a request that carries it
+/// reaches the version it names, whatever the traffic split.
+pub const VERSION_OVERRIDES: &str = "cloudflare-workers-version-overrides";
+/// The header the deploy's smoke test sends its secret in (with
+/// [`VERSION_OVERRIDES`]); a router header, so it never reaches a cell.
+pub const SMOKE_TEST_HEADER: &str = "x-gitlab-http-router-smoke-test";
+
+/// Whether a request naming a Worker version carries the deploy's
+/// smoke-test secret (`GITLAB_SMOKE_TEST_SECRET`): never without one
+/// configured. Compared by their SHA-256, in time that does not depend on
+/// where they differ.
+pub fn is_smoke_test(sent: Option<&str>, secret: Option<&str>) -> bool {
+    use sha2::{Digest, Sha256};
+    let (Some(sent), Some(secret)) = (sent, secret) else {
+        return false;
+    };
+    let (a, b) = (
+        Sha256::digest(sent.as_bytes()),
+        Sha256::digest(secret.as_bytes()),
+    );
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |diff, (x, y)| diff | (x ^ y))
+        == 0
+}
 
 /// Client-sent header families that are dropped whole: the router's own,
 /// every `X-Forwarded-*` (the router sets host, proto and for; Rack also
@@ -150,13 +185,44 @@ pub fn drops_header(name: &str, connection_tokens: &[String], websocket: bool) -
 /// Names listed in a `Connection` header, lower case, `_` read as `-`
 /// (`close` and `keep-alive` included; they are hop-by-hop anyway), minus
 /// those the router never removes for it ([`kept_despite_connection`]).
+/// Only RFC 9110 tokens are header names: anything else in the list
+/// (control bytes, the plan's separators, spaces) names no header and is
+/// left out.
 pub fn connection_tokens(connection: Option<&str>, relied_on: &[String]) -> Vec<String> {
     connection
         .unwrap_or("")
         .split(',')
-        .map(|t| drop_key(&t.trim().to_ascii_lowercase()).into_owned())
-        .filter(|t| !t.is_empty() && !kept_despite_connection(t, relied_on))
+        .map(str::trim)
+        .filter(|t| is_token(t))
+        .map(|t| drop_key(&t.to_ascii_lowercase()).into_owned())
+        .filter(|t| !kept_despite_connection(t, relied_on))
         .collect()
+}
+
+/// An RFC 9110 `token` (a header name): one or more of the visible ASCII
+/// characters but delimiters.
+pub fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'!' | b'#'
+                        | b'$'
+                        | b'%'
+                        | b'&'
+                        | b'\''
+                        | b'*'
+                        | b'+'
+                        | b'-'
+                        | b'.'
+                        | b'^'
+                        | b'_'
+                        | b'`'
+                        | b'|'
+                        | b'~'
+                )
+        })
 }
 
 /// The `X-Forwarded-For` the router sends: Cloudflare's `CF-Connecting-IP`
@@ -174,174 +240,6 @@ pub fn forwarded_for(cf_connecting_ip: Option<&str>) -> Option<&str> {
 /// Whether the request is a WebSocket handshake to pass through.
 pub fn is_websocket(upgrade: Option<&str>) -> bool {
     upgrade.is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket"))
-}
-
-/// `scheme://address/path?query` for the cell.
-pub fn upstream_url(scheme: &str, address: &str, path: &str, query: &str) -> String {
-    let mut url =
-        String::with_capacity(scheme.len() + address.len() + path.len() + query.len() + 5);
-    url.push_str(scheme);
-    url.push_str("://");
-    url.push_str(address);
-    url.push_str(if path.is_empty() { "/" } else { path });
-    if !query.is_empty() {
-        url.push('?');
-        url.push_str(query);
-    }
-    url
-}
-
-/// Checks that an address is a bare `host[:port]`: no scheme, userinfo,
-/// path or whitespace, a DNS name or IPv4 literal, a port in range.
-pub fn validate_address(address: &str) -> Result<(), String> {
-    let (host, port) = split_host_port(address)?;
-    if host.is_empty() || host.len() > 253 {
-        return Err(format!("{address:?}: empty or overlong host"));
-    }
-    let ok_label = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-    };
-    if !host.split('.').all(ok_label) {
-        return Err(format!("{address:?}: not a host name"));
-    }
-    if let Some(port) = port {
-        match port.parse::<u16>() {
-            Ok(p) if p > 0 => {}
-            _ => return Err(format!("{address:?}: bad port")),
-        }
-    }
-    Ok(())
-}
-
-fn split_host_port(address: &str) -> Result<(&str, Option<&str>), String> {
-    if address.contains(['/', '@', '?', '#', '\\', ' ', '\t', '\r', '\n', '[', ']']) {
-        return Err(format!("{address:?}: expected host[:port] only"));
-    }
-    Ok(match address.rsplit_once(':') {
-        Some((h, p)) => (h, Some(p)),
-        None => (address, None),
-    })
-}
-
-/// The upstream hosts the router may proxy to (the SSRF guard). Entries:
-/// `host`, `host:port`, `*.domain` (any subdomain), with `:*` for any port.
-/// An entry without a port allows the scheme's default port only.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AllowList {
-    entries: Vec<AllowEntry>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct AllowEntry {
-    /// Lower-case host, or the suffix (with leading dot) for wildcards.
-    host: String,
-    wildcard: bool,
-    port: AllowPort,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum AllowPort {
-    Default,
-    Any,
-    Exact(String),
-}
-
-impl AllowList {
-    /// Parses a comma- or whitespace-separated list.
-    pub fn parse(spec: &str) -> Result<AllowList, String> {
-        let mut entries = Vec::new();
-        for raw in spec
-            .split([',', ' ', '\n', '\t'])
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            let lower = raw.to_ascii_lowercase();
-            let (host_part, port) = match lower.rsplit_once(':') {
-                Some((h, "*")) => (h.to_string(), AllowPort::Any),
-                Some((h, p)) => (h.to_string(), AllowPort::Exact(p.to_string())),
-                None => (lower.clone(), AllowPort::Default),
-            };
-            let (host, wildcard) = match host_part.strip_prefix("*.") {
-                Some(rest) => (format!(".{rest}"), true),
-                None => (host_part.clone(), false),
-            };
-            let check = format!(
-                "{}{}",
-                host.trim_start_matches('.'),
-                match &port {
-                    AllowPort::Exact(p) => format!(":{p}"),
-                    _ => String::new(),
-                }
-            );
-            validate_address(&check).map_err(|e| format!("allow-list entry {raw:?}: {e}"))?;
-            entries.push(AllowEntry {
-                host,
-                wildcard,
-                port,
-            });
-        }
-        Ok(AllowList { entries })
-    }
-
-    /// Adds one exact `host[:port]` (the legacy cell, a rule's fixed address).
-    pub fn allow_exact(&mut self, address: &str) {
-        if let Ok(mut list) = AllowList::parse(address) {
-            self.entries.append(&mut list.entries);
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// Whether `address` (`host[:port]`) may be proxied to. Asked for
-    /// every forwarded request, so the usual case (a listed cell's exact
-    /// address) allocates nothing and skips the address check: an exact
-    /// entry was checked when the list was parsed.
-    pub fn allows(&self, address: &str) -> bool {
-        let (host, port) = match address.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (address, None),
-        };
-        // Not with a `:*` entry: any text after the colon would pass it.
-        let exact = |e: &AllowEntry| {
-            !e.wildcard
-                && e.port != AllowPort::Any
-                && e.port_accepts(port)
-                && host.eq_ignore_ascii_case(&e.host)
-        };
-        if self.entries.iter().any(exact) {
-            return true;
-        }
-        if validate_address(address).is_err() {
-            return false;
-        }
-        self.entries.iter().any(|e| {
-            let host_ok = if e.wildcard {
-                // `e.host` is ".suffix": at least one label before it.
-                host.len() > e.host.len()
-                    && host.as_bytes()[host.len() - e.host.len()..]
-                        .eq_ignore_ascii_case(e.host.as_bytes())
-            } else {
-                host.eq_ignore_ascii_case(&e.host)
-            };
-            host_ok && e.port_accepts(port)
-        })
-    }
-}
-
-impl AllowEntry {
-    fn port_accepts(&self, port: Option<&str>) -> bool {
-        match (&self.port, port) {
-            (AllowPort::Any, _) | (AllowPort::Default, None) => true,
-            (AllowPort::Exact(p), Some(q)) => p == q,
-            _ => false,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -508,6 +406,69 @@ mod tests {
     }
 
     #[test]
+    fn connection_tokens_with_separators_or_controls_name_no_header() {
+        let relied_on = vec!["cookie".to_string()];
+        // `x-foo\x01cookie` once split into `x-foo` and `cookie` in the
+        // entry's plan reading, stripping the Cookie the request was routed by.
+        for odd in [
+            "x-foo\u{1}cookie",
+            "x-foo\u{0}cookie",
+            "x foo",
+            "x-foo\tbar",
+            "caf\u{e9}",
+            "a:b",
+        ] {
+            assert_eq!(
+                connection_tokens(Some(odd), &relied_on),
+                Vec::<String>::new(),
+                "{odd:?}"
+            );
+            assert!(!needs_own_drops(Some(odd), None, &relied_on), "{odd:?}");
+            let dropped = dropped_names(Some(odd), None, &relied_on);
+            assert!(dropped.iter().all(|n| is_token(n)), "{dropped:?}");
+        }
+        assert_eq!(
+            connection_tokens(Some("x-foo\u{1}cookie, x-bar"), &relied_on),
+            vec!["x-bar"]
+        );
+        assert!(is_token("x-Custom_1!#$%&'*+.^`|~"));
+        for not in ["", "a b", "a,b", "a\"", "(a)", "\u{7f}"] {
+            assert!(!is_token(not), "{not:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_smoke_tests_secret_opens_a_version_override() {
+        assert!(is_smoke_test(Some("s3cret"), Some("s3cret")));
+        for (sent, secret) in [
+            (None, Some("s3cret")),
+            (Some(""), Some("s3cret")),
+            (Some("s3cre"), Some("s3cret")),
+            (Some("s3cret"), None),
+            (None, None),
+        ] {
+            assert!(!is_smoke_test(sent, secret), "{sent:?} {secret:?}");
+        }
+    }
+
+    #[test]
+    fn version_overrides_and_tracestate_are_never_forwarded() {
+        for name in [
+            "cloudflare-workers-version-overrides",
+            "cloudflare-workers-version-key",
+            "tracestate",
+            "x-gitlab-http-router-smoke-test",
+        ] {
+            assert!(drops_header(name, &[], false), "{name}");
+            assert!(
+                dropped_names(None, None, &[]).contains(&name.to_string())
+                    || FORBIDDEN_PREFIXES.iter().any(|p| name.starts_with(p)),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn forwarded_for_is_cloudflares_address_or_nothing() {
         assert_eq!(forwarded_for(Some("203.0.113.7")), Some("203.0.113.7"));
         assert_eq!(forwarded_for(Some(" 2001:db8::1 ")), Some("2001:db8::1"));
@@ -515,68 +476,5 @@ mod tests {
         assert_eq!(forwarded_for(Some("")), None);
         assert_eq!(forwarded_for(Some("1.2.3.4, 5.6.7.8")), None);
         assert_eq!(forwarded_for(Some("evil.example")), None);
-    }
-
-    #[test]
-    fn builds_upstream_urls() {
-        assert_eq!(
-            upstream_url("https", "cell-2.example.com", "/a/b", "x=1"),
-            "https://cell-2.example.com/a/b?x=1"
-        );
-        assert_eq!(
-            upstream_url("http", "127.0.0.1:9102", "", ""),
-            "http://127.0.0.1:9102/"
-        );
-    }
-
-    #[test]
-    fn validates_addresses() {
-        for ok in [
-            "cell-2.example.com",
-            "127.0.0.1:9102",
-            "localhost",
-            "a.b:443",
-        ] {
-            assert!(validate_address(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "", "http://x", "user@x", "x/y", "x y", "x:0", "x:99999", "x:", "-x.com", "x..com",
-            "[::1]:80", "x\r\n",
-        ] {
-            assert!(validate_address(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn allow_list_matches_hosts_wildcards_and_ports() {
-        let list = AllowList::parse(
-            "*.cells.example.com, legacy.example.com, 127.0.0.1:9102 ,dev.local:*",
-        )
-        .unwrap();
-        assert!(list.allows("cell-2.cells.example.com"));
-        assert!(list.allows("CELL-2.Cells.Example.com"));
-        assert!(!list.allows("cells.example.com"));
-        assert!(!list.allows("evilcells.example.com"));
-        assert!(!list.allows("cell-2.cells.example.com:8443"));
-        assert!(list.allows("legacy.example.com"));
-        assert!(list.allows("127.0.0.1:9102"));
-        assert!(!list.allows("127.0.0.1:9103"));
-        assert!(!list.allows("127.0.0.1"));
-        assert!(list.allows("dev.local:1234"));
-        assert!(!list.allows("user@legacy.example.com"));
-        // Exact entries compare without case; nothing else passes them.
-        assert!(list.allows("Legacy.Example.COM"));
-        assert!(!list.allows("legacy.example.com:443"));
-        assert!(!list.allows("legacy.example.com/x"));
-        assert!(!list.allows("127.0.0.1:9102/x"));
-        // A `:*` entry still checks what follows the colon.
-        assert!(!list.allows("dev.local:1234/path"));
-        assert!(!list.allows("dev.local:0"));
-        assert!(!list.allows("dev.local:x"));
-        // A wildcard's suffix is matched on bytes: no panic on non-ASCII.
-        assert!(!list.allows("é.cells.example.com"));
-        assert!(!list.allows("éé.example.com"));
-        assert!(AllowList::parse("http://x").is_err());
-        assert!(AllowList::parse("").unwrap().is_empty());
     }
 }

@@ -1,231 +1,67 @@
-//! Signed proxied requests: the router vouches for every request it sends
-//! to a cell with a short-lived Ed25519 JWT (made with `jwt-compact`), so a
-//! cell on the public internet can refuse anything that did not come
-//! through the router (zero trust).
-//!
-//! The token travels in [`SIGNATURE_HEADER`]. Its claims bind it to one
-//! request: the audience is the cell address, `mth` the method and `pqh`
-//! the SHA-256 of the path and query, with `iat`/`exp` a few seconds apart
-//! and a unique `jti` a cell may use to refuse replays. [`verify`] is what a
-//! cell (or its nginx auth hook, through `rulesctl signature verify`) runs.
-//!
-//! Key handling (deriving the public key, signing in Rust, verifying) is
-//! behind the `keys` feature, on by default: the worker builds without it,
-//! since WebCrypto signs for the edge and only `rulesctl` and cells verify.
+//! The signing key of the router's signed requests: deriving its public
+//! key, signing in Rust, and verifying a token as a cell does
+//! (`router_core::forward::signing` makes the token's header and claims,
+//! which the worker has WebCrypto sign; it never links this crate).
+//! `rulesctl signature`, devstack and the tests use it.
 
 use std::fmt;
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use chrono::{DateTime, TimeZone, Utc};
-#[cfg(feature = "keys")]
 use ed25519_compact::{KeyPair, SecretKey, Seed};
-#[cfg(feature = "keys")]
 use jwt_compact::alg::Ed25519;
-#[cfg(feature = "keys")]
-use jwt_compact::{AlgorithmExt as _, Header, UntrustedToken};
-use jwt_compact::{Claims, TimeOptions};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use jwt_compact::{AlgorithmExt as _, Header, TimeOptions, UntrustedToken};
+use router_core::forward::signing::{
+    datetime, decode_key_bytes, path_query_hash, RequestClaims, SignedRequest, Signer,
+    DEFAULT_ISSUER, DEFAULT_TTL_SECS,
+};
 
-#[cfg(feature = "keys")]
 pub use ed25519_compact::PublicKey;
 
-/// The request header that carries the router's signature.
-pub const SIGNATURE_HEADER: &str = "x-gitlab-http-router-signature";
-
-/// Claims of a signed request, besides `iat` and `exp`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RequestClaims {
-    pub iss: String,
-    /// The cell address (`host[:port]`) the request was sent to.
-    pub aud: String,
-    /// Unique per request.
-    pub jti: String,
-    /// HTTP method.
-    pub mth: String,
-    /// base64url(SHA-256(path + "?" + query)), or of the path alone when
-    /// there is no query.
-    pub pqh: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
-    /// The classify type, or the claim key, when the rule classified.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub typ: Option<String>,
-    /// The request's `Content-Length`, when it had one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cl: Option<String>,
-    /// The request's `Content-Type`, when it had one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cty: Option<String>,
-}
-
-/// The issuer the router writes unless configured otherwise.
-pub const DEFAULT_ISSUER: &str = "gitlab-http-router";
-
-/// The router's default signature lifetime, and so the default cap
-/// [`verify`] puts on `exp - iat`.
-pub const DEFAULT_TTL_SECS: u32 = 60;
-
-/// The hash that binds a token to a path and query.
-pub fn path_query_hash(path: &str, query: &str) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(path.as_bytes());
-    if !query.is_empty() {
-        hasher.update(b"?");
-        hasher.update(query.as_bytes());
+/// [`Signer::from_base64`], with a 64-byte key's halves checked to belong
+/// together (a key that does not would sign tokens nobody can verify).
+pub fn signer_from_base64(key: &str, issuer: &str, ttl_secs: u32) -> Result<Signer, String> {
+    let signer = Signer::from_base64(key, issuer, ttl_secs)?;
+    if let Some(bytes) = decode_key_bytes(key).filter(|b| b.len() == 64) {
+        let key = SecretKey::from_slice(&bytes)
+            .map_err(|e| format!("the signing key is not an Ed25519 key: {e}"))?;
+        key.validate_public_key(&key.public_key())
+            .map_err(|e| format!("the signing key is inconsistent: {e}"))?;
     }
-    URL_SAFE_NO_PAD.encode(hasher.finalize())
+    Ok(signer)
 }
 
-fn decode_key_bytes(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim();
-    STANDARD
-        .decode(text)
-        .ok()
-        .or_else(|| URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).ok())
-}
-
-fn datetime(unix_ms: u64) -> DateTime<Utc> {
-    Utc.timestamp_millis_opt(unix_ms as i64)
-        .single()
-        .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
-}
-
-/// Signs proxied requests; parsed once per isolate.
-pub struct Signer {
-    /// The Ed25519 seed (the private key's first half).
-    seed: [u8; 32],
-    issuer: String,
-    ttl_secs: u32,
-}
-
-impl fmt::Debug for Signer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Signer")
-            .field("issuer", &self.issuer)
-            .field("ttl_secs", &self.ttl_secs)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What one signature covers.
-#[derive(Debug, Clone, Copy)]
-pub struct SignedRequest<'a> {
-    pub audience: &'a str,
-    pub method: &'a str,
-    pub path: &'a str,
-    pub query: &'a str,
-    pub rule: Option<&'a str>,
-    pub classify_type: Option<&'a str>,
-    /// `Content-Length` and `Content-Type` as forwarded, when present. The
-    /// body itself is streamed and never covered (it would have to be
-    /// buffered to be hashed).
-    pub content_length: Option<&'a str>,
-    pub content_type: Option<&'a str>,
-    pub jti: &'a str,
-    pub now_ms: u64,
-}
-
-impl Signer {
-    /// A signer from a base64 Ed25519 key: the 32-byte seed, or the 64-byte
-    /// secret key (seed followed by public key).
-    pub fn from_base64(key: &str, issuer: &str, ttl_secs: u32) -> Result<Signer, String> {
-        let bytes = decode_key_bytes(key).ok_or("the signing key is not base64")?;
-        if bytes.len() != 32 && bytes.len() != 64 {
-            return Err(format!(
-                "the signing key has {} bytes; an Ed25519 seed has 32 (or 64 with the public key)",
-                bytes.len()
-            ));
-        }
-        let mut seed = [0u8; 32];
-        seed.copy_from_slice(&bytes[..32]);
-        // A 64-byte key whose halves do not belong together would sign
-        // tokens nobody can verify: refuse it (where the curve arithmetic
-        // is built in: rulesctl and the deploy checks).
-        #[cfg(feature = "keys")]
-        if bytes.len() == 64 {
-            let key = SecretKey::from_slice(&bytes)
-                .map_err(|e| format!("the signing key is not an Ed25519 key: {e}"))?;
-            key.validate_public_key(&key.public_key())
-                .map_err(|e| format!("the signing key is inconsistent: {e}"))?;
-        }
-        Ok(Signer {
-            seed,
-            issuer: issuer.to_string(),
-            ttl_secs: ttl_secs.max(1),
-        })
-    }
-
-    #[cfg(feature = "keys")]
-    fn key(&self) -> SecretKey {
-        KeyPair::from_seed(Seed::new(self.seed)).sk
-    }
-
+/// What only the key can do for a [`Signer`].
+pub trait SignerKeys {
     /// The public key cells verify with, base64.
-    #[cfg(feature = "keys")]
-    pub fn public_key_base64(&self) -> String {
-        STANDARD.encode(self.key().public_key().as_ref())
+    fn public_key_base64(&self) -> String;
+    /// The compact JWT for one request.
+    fn sign(&self, request: &SignedRequest) -> String;
+}
+
+fn secret_key(signer: &Signer) -> SecretKey {
+    KeyPair::from_seed(Seed::new(signer.seed())).sk
+}
+
+impl SignerKeys for Signer {
+    fn public_key_base64(&self) -> String {
+        STANDARD.encode(secret_key(self).public_key().as_ref())
     }
 
-    /// The compact JWT for one request.
-    #[cfg(feature = "keys")]
-    pub fn sign(&self, request: &SignedRequest) -> String {
+    fn sign(&self, request: &SignedRequest) -> String {
         // Signing cannot fail for Ed25519 with serialisable claims; an
         // empty header would only make the request fail verification.
         Ed25519
-            .token(&Self::header(), &self.claims(request), &self.key())
+            .token(
+                &Header::empty().with_token_type("JWT"),
+                &self.claims(request),
+                &secret_key(self),
+            )
             .unwrap_or_default()
-    }
-
-    /// The token's first two parts (`base64url(header).base64url(claims)`),
-    /// which the Ed25519 signature covers: the edge has them signed by the
-    /// platform (WebCrypto, native code) instead of in wasm. Appending
-    /// `"." + base64url(signature)` gives exactly [`Signer::sign`]'s token.
-    pub fn signing_input(&self, request: &SignedRequest) -> String {
-        // What jwt-compact writes for this header and algorithm.
-        const HEADER: &str = r#"{"alg":"EdDSA","typ":"JWT"}"#;
-        let claims = serde_json::to_string(&self.claims(request)).unwrap_or_default();
-        format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(HEADER),
-            URL_SAFE_NO_PAD.encode(claims)
-        )
-    }
-
-    /// The Ed25519 seed, for a platform signer.
-    pub fn seed(&self) -> [u8; 32] {
-        self.seed
-    }
-
-    #[cfg(feature = "keys")]
-    fn header() -> Header {
-        Header::empty().with_token_type("JWT")
-    }
-
-    fn claims(&self, request: &SignedRequest) -> Claims<RequestClaims> {
-        let claims = RequestClaims {
-            iss: self.issuer.clone(),
-            aud: request.audience.to_string(),
-            jti: request.jti.to_string(),
-            mth: request.method.to_string(),
-            pqh: path_query_hash(request.path, request.query),
-            rule: request.rule.map(str::to_string),
-            typ: request.classify_type.map(str::to_string),
-            cl: request.content_length.map(str::to_string),
-            cty: request.content_type.map(str::to_string),
-        };
-        let now = datetime(request.now_ms);
-        let options = TimeOptions::new(chrono::Duration::zero(), move || now);
-        Claims::new(claims).set_duration_and_issuance(
-            &options,
-            chrono::Duration::seconds(i64::from(self.ttl_secs)),
-        )
     }
 }
 
 /// A verified token: its claims and validity window (Unix seconds).
-#[cfg(feature = "keys")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
     pub claims: RequestClaims,
@@ -234,7 +70,6 @@ pub struct Verified {
 }
 
 /// Why a signature was refused.
-#[cfg(feature = "keys")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VerifyError {
     Malformed(String),
@@ -266,7 +101,6 @@ pub enum VerifyError {
     Replayed,
 }
 
-#[cfg(feature = "keys")]
 impl fmt::Display for VerifyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -299,11 +133,9 @@ impl fmt::Display for VerifyError {
     }
 }
 
-#[cfg(feature = "keys")]
 impl std::error::Error for VerifyError {}
 
 /// Parses a base64 Ed25519 public key.
-#[cfg(feature = "keys")]
 pub fn public_key_from_base64(text: &str) -> Result<PublicKey, String> {
     let bytes = decode_key_bytes(text).ok_or("the public key is not base64")?;
     PublicKey::from_slice(&bytes).map_err(|e| format!("not an Ed25519 public key: {e}"))
@@ -311,7 +143,6 @@ pub fn public_key_from_base64(text: &str) -> Result<PublicKey, String> {
 
 /// What a cell expects of the signature on a request it received. Build it
 /// with [`Expected::new`] and change what differs from the defaults.
-#[cfg(feature = "keys")]
 #[derive(Debug, Clone, Copy)]
 pub struct Expected<'a> {
     /// The cell's own address as the router dialled it (`host[:port]`).
@@ -333,7 +164,6 @@ pub struct Expected<'a> {
     pub now_ms: u64,
 }
 
-#[cfg(feature = "keys")]
 impl<'a> Expected<'a> {
     /// The defaults: no body headers, the default issuer and lifetime cap,
     /// 5 s of leeway.
@@ -359,7 +189,6 @@ impl<'a> Expected<'a> {
     }
 }
 
-#[cfg(feature = "keys")]
 /// What a cell checks: signature, algorithm, expiry, `iat` and `nbf` (with
 /// the leeway), lifetime (`exp - iat` at most `max_lifetime_secs`, both
 /// required), issuer, audience, method, the path-and-query hash,
@@ -452,7 +281,6 @@ pub fn verify(
 /// Where a cell remembers the `jti`s it accepted, until they expire: in
 /// process memory ([`MemoryReplayStore`]) for one process, or a shared
 /// store (Redis `SET jti 1 NX EXAT exp`) for many.
-#[cfg(feature = "keys")]
 pub trait ReplayStore {
     /// Records `jti` until `expires_at` (Unix seconds); `false` when it is
     /// already there (a replay). `now` lets a store forget expired ids.
@@ -463,7 +291,6 @@ pub trait ReplayStore {
 /// was seen before within its lifetime. Signed requests are unique (a new
 /// `jti` for every request the router forwards), so a second sighting is a
 /// replay.
-#[cfg(feature = "keys")]
 pub fn check_replay(
     verified: &Verified,
     store: &mut impl ReplayStore,
@@ -479,13 +306,11 @@ pub fn check_replay(
 
 /// A [`ReplayStore`] in process memory; expired ids are dropped as new ones
 /// arrive, so it holds at most the ids of one signature lifetime.
-#[cfg(feature = "keys")]
 #[derive(Debug, Default)]
 pub struct MemoryReplayStore {
     seen: std::collections::HashMap<String, i64>,
 }
 
-#[cfg(feature = "keys")]
 impl MemoryReplayStore {
     pub fn len(&self) -> usize {
         self.seen.len()
@@ -496,7 +321,6 @@ impl MemoryReplayStore {
     }
 }
 
-#[cfg(feature = "keys")]
 impl ReplayStore for MemoryReplayStore {
     fn remember(&mut self, jti: &str, expires_at: i64, now: i64) -> bool {
         self.seen.retain(|_, exp| *exp >= now);
@@ -508,9 +332,12 @@ impl ReplayStore for MemoryReplayStore {
     }
 }
 
-#[cfg(all(test, feature = "keys"))]
+#[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use jwt_compact::Claims;
+    use sha2::{Digest, Sha256};
 
     const SEED: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="; // bytes 0..32
     const NOW: u64 = 1_800_000_000_000;
@@ -766,7 +593,13 @@ mod tests {
         let s = signer();
         let mut claims = s.claims(&request());
         edit(&mut claims);
-        Ed25519.token(&Signer::header(), &claims, &s.key()).unwrap()
+        Ed25519
+            .token(
+                &Header::empty().with_token_type("JWT"),
+                &claims,
+                &secret_key(&s),
+            )
+            .unwrap()
     }
 
     fn key() -> PublicKey {
@@ -895,10 +728,10 @@ mod tests {
         let s = signer();
         let mut full = STANDARD.decode(SEED).unwrap();
         full.extend(STANDARD.decode(s.public_key_base64()).unwrap());
-        assert!(Signer::from_base64(&STANDARD.encode(&full), "i", 30).is_ok());
+        assert!(signer_from_base64(&STANDARD.encode(&full), "i", 30).is_ok());
         full[40] ^= 1;
         assert!(
-            Signer::from_base64(&STANDARD.encode(&full), "i", 30).is_err(),
+            signer_from_base64(&STANDARD.encode(&full), "i", 30).is_err(),
             "mismatched halves"
         );
         assert!(public_key_from_base64("AAAA").is_err());

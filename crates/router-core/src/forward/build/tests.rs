@@ -1,0 +1,755 @@
+//! The forward decision natively: settings and a shipped ruleset to an
+//! isolate's state, requests to plans, with a platform whose clock and
+//! random draws the tests set.
+
+use std::borrow::Cow;
+use std::cell::Cell;
+
+use super::*;
+use crate::cells;
+use crate::config::Config;
+use crate::forward::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
+use crate::isolate::IsolateState;
+use crate::Ruleset;
+
+/// Time and randomness the tests set: a fixed clock, a chosen draw, CSPRNG
+/// bytes of 0xab.
+struct FakePlatform {
+    now: Cell<u64>,
+    random: Cell<f64>,
+}
+
+impl Platform for FakePlatform {
+    fn now_ms(&self) -> u64 {
+        self.now.get()
+    }
+    fn random(&self) -> f64 {
+        self.random.get()
+    }
+    fn random_bytes(&self, out: &mut [u8]) {
+        out.fill(0xab);
+    }
+    async fn sleep(&self, ms: u32) {
+        self.now.set(self.now.get() + u64::from(ms));
+    }
+}
+
+/// An isolate's state as the edge makes it from its variables, with the
+/// shipped ruleset they name (read from rules/).
+struct Isolate {
+    state: IsolateState,
+    platform: FakePlatform,
+}
+
+impl std::ops::Deref for Isolate {
+    type Target = IsolateState;
+    fn deref(&self) -> &IsolateState {
+        &self.state
+    }
+}
+
+impl Isolate {
+    fn router(&self) -> Router<'_> {
+        self.state.router(self.state.config.request_logging, false)
+    }
+    fn now_ms(&self) -> u64 {
+        self.platform.now.get()
+    }
+}
+
+fn shipped_ruleset(name: &str) -> Option<Ruleset> {
+    let path = format!("{}/../../rules/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let json = std::fs::read_to_string(path).ok()?;
+    Some(Ruleset::from_json(name, &json).expect("a shipped ruleset"))
+}
+
+fn isolate_with(vars: &[(&str, &str)]) -> (Isolate, Vec<String>) {
+    let (config, problems) = Config::from_lookup(|name| {
+        vars.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.to_string())
+    });
+    let ruleset = config.rules_config.as_deref().and_then(shipped_ruleset);
+    let iso = Isolate {
+        state: IsolateState::new(config, ruleset),
+        platform: FakePlatform {
+            now: Cell::new(1_000_000),
+            random: Cell::new(0.5),
+        },
+    };
+    (iso, problems)
+}
+
+/// The request as the edge would make it: the URL parsed, these headers
+/// (of those the isolate reads), the trace from them.
+fn incoming(iso: &Isolate, url: &str, headers: &[(&str, &str)]) -> Incoming {
+    let mut incoming = Incoming::parse(url, "GET".to_string()).expect("URL");
+    let names = iso.header_names.as_ref().expect("named headers");
+    for name in names {
+        if let Some((_, v)) = headers.iter().find(|(h, _)| h == name) {
+            incoming.parts.headers.push((name.clone(), v.to_string()));
+        }
+    }
+    incoming.trace = Trace::from_headers(
+        incoming.parts.header(CF_RAY_HEADER),
+        incoming.parts.header(TRACEPARENT_HEADER),
+        incoming.parts.header(TRACESTATE_HEADER),
+        |out: &mut [u8]| out.fill(0xab),
+    );
+    incoming
+}
+
+/// The plan for a request in this isolate.
+fn plan<'a>(iso: &'a Isolate, req: &'a Incoming, routed: Option<&Routed<'a>>) -> Plan<'a> {
+    super::plan(&iso.router(), &iso.platform, req, routed)
+}
+
+/// The ruleset's decision for `req`, as routed without a service.
+fn decided<'a>(iso: &'a Isolate, req: &Incoming) -> Routed<'a> {
+    Routed {
+        decision: iso.ruleset.as_ref().expect("a ruleset").decide(&req.parts),
+        resolution: None,
+        fell_through: Vec::new(),
+    }
+}
+
+fn forward_of(plan: Plan) -> Forward {
+    match plan {
+        Plan::Forward(f) => *f,
+        other => panic!("expected a forward plan, got {other:?}"),
+    }
+}
+
+const LEGACY: &[(&str, &str)] = &[
+    ("GITLAB_RULES_CONFIG", "cells"),
+    ("GITLAB_PROXY_HOST", "legacy.example:8080"),
+    ("GITLAB_UPSTREAM_SCHEME", "http"),
+];
+
+#[test]
+fn a_fixed_route_is_planned_with_every_forwarding_header() {
+    let (iso, errors) = isolate_with(LEGACY);
+    assert!(
+        errors.iter().all(|e| !e.contains("GITLAB_RULES_CONFIG")),
+        "{errors:?}"
+    );
+    let req = incoming(
+        &iso,
+        "https://gitlab.com/help?x=1",
+        &[
+            ("cf-connecting-ip", "203.0.113.7"),
+            ("connection", "close, x-secret"),
+            ("cf-ray", "8f1c2a3b4c5d6e7f-AMS"),
+            ("traceparent", TRACEPARENT),
+            ("x-request-id", "client-chosen"),
+        ],
+    );
+    let routed = decided(&iso, &req);
+    let f = forward_of(plan(&iso, &req, Some(&routed)));
+    assert_eq!(f.url, "http://legacy.example:8080/help?x=1");
+    let set: Vec<(&str, &str)> = f
+        .set
+        .iter()
+        .map(|(n, v)| (n.as_ref(), v.as_ref()))
+        .collect();
+    assert_eq!(
+        set,
+        [
+            ("x-forwarded-host", "gitlab.com"),
+            ("x-forwarded-proto", "https"),
+            ("x-gitlab-http-router-rule-action", "proxy"),
+            ("x-forwarded-for", "203.0.113.7"),
+            ("x-request-id", "8f1c2a3b4c5d6e7f-AMS"),
+            ("traceparent", TRACEPARENT),
+        ]
+    );
+    assert!(
+        f.log
+            .head
+            .contains(r#""request_id":"8f1c2a3b4c5d6e7f-AMS","traceparent":"00-4bf9"#),
+        "{}",
+        f.log.head
+    );
+    assert!(f.drop.contains(&"x-secret".to_string()), "{:?}", f.drop);
+    assert!(f.signing.is_none());
+    assert!(f.upstream_failure_log.contains("upstream fetch failed"));
+    assert!(f.log.head.contains(r#""rule":"legacy""#), "{}", f.log.head);
+    assert_eq!(f.log.min_status, 0, "GITLAB_REQUEST_LOG=all by default");
+    // What the entry reads is what was planned.
+    let planned = Plan::Forward(Box::new(f));
+    assert_eq!(Plan::decode(&planned.encode()), Some(planned));
+}
+
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// The upstream failure's log opening is the constant only while the line
+/// has no error, and then the same as `error_open` writes.
+#[test]
+fn the_upstream_failure_opening_is_error_open_s() {
+    let mut log = RequestLog::default();
+    assert_eq!(
+        upstream_failure_log(&log, false),
+        log.error_open(UPSTREAM_FAILURE_STEP)
+    );
+    assert_eq!(
+        upstream_failure_log(&log, true),
+        log.error_open(UPSTREAM_FAILURE_WITH_BODY_STEP)
+    );
+    assert!(matches!(
+        upstream_failure_log(&log, false),
+        Cow::Borrowed(_)
+    ));
+    assert!(matches!(upstream_failure_log(&log, true), Cow::Borrowed(_)));
+    log.add_error("the topology service timed out");
+    let opening = upstream_failure_log(&log, false);
+    assert_eq!(opening, log.error_open(UPSTREAM_FAILURE_STEP));
+    assert!(
+        opening.contains("timed out; upstream fetch failed: "),
+        "{opening}"
+    );
+    assert!(upstream_failure_log(&log, true).contains("not counted against the cell"));
+}
+
+#[test]
+fn without_a_ray_or_a_valid_traceparent_both_are_generated() {
+    let (iso, _) = isolate_with(LEGACY);
+    let req = incoming(
+        &iso,
+        "https://gitlab.com/explore",
+        &[("traceparent", "00-not-valid-01")],
+    );
+    assert_eq!(req.trace.request_id, "abababab-abab-4bab-abab-abababababab");
+    assert_eq!(
+        req.trace.traceparent,
+        "00-abababababababababababababababab-abababababababab-01"
+    );
+}
+
+#[test]
+fn sampled_logging_writes_routine_lines_only_when_drawn() {
+    let (iso, _) = isolate_with(&[
+        ("GITLAB_RULES_CONFIG", "cells"),
+        ("GITLAB_REQUEST_LOG", "sample:0.01"),
+    ]);
+    let req = incoming(&iso, "https://gitlab.com/explore", &[]);
+    let mut log = iso.router().request_log(&req);
+    assert_eq!(
+        log_plan(iso.config.request_logging, &log, || 0.5).min_status,
+        500
+    );
+    assert_eq!(
+        log_plan(iso.config.request_logging, &log, || 0.001).min_status,
+        0
+    );
+    log.add_error("service down");
+    assert_eq!(
+        log_plan(iso.config.request_logging, &log, || 0.5).min_status,
+        0
+    );
+}
+
+#[test]
+fn failures_become_answers_with_their_status_and_log() {
+    let (iso, _) = isolate_with(&[("GITLAB_RULES_CONFIG", "cells")]);
+    let req = incoming(&iso, "https://gitlab.com/explore", &[]);
+    let routed = decided(&iso, &req);
+    match plan(&iso, &req, Some(&routed)) {
+        Plan::Answer { answer, log } => {
+            assert_eq!(answer.status, 502);
+            assert_eq!(answer.body, "gitlab-http-router: no upstream configured\n");
+            let log = log.expect("logged");
+            assert_eq!(log.min_status, 0);
+            assert!(
+                log.tail.contains("no legacy cell configured"),
+                "{}",
+                log.tail
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_rejection_is_answered_by_the_router() {
+    let (iso, _) = isolate_with(&[
+        ("GITLAB_RULES_CONFIG", "container_registry"),
+        ("GITLAB_PROXY_HOST", "registry.example"),
+    ]);
+    let req = incoming(
+        &iso,
+        "https://registry.gitlab.com/v2/a%2Fb/manifests/latest",
+        &[],
+    );
+    let routed = decided(&iso, &req);
+    match plan(&iso, &req, Some(&routed)) {
+        Plan::Answer { answer, log } => {
+            assert_eq!(answer.status, 400);
+            assert!(log.unwrap().head.contains(r#""action":"reject""#));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_write_during_an_outage_is_refused_with_retry_after_and_a_read_falls_back() {
+    use crate::resolve::Resolution;
+    let (iso, _) = isolate_with(&[
+        ("GITLAB_RULES_CONFIG", "container_registry"),
+        ("GITLAB_PROXY_HOST", "registry.example"),
+        ("GITLAB_TOPOLOGY_BREAKER_OPEN_MS", "2500"),
+    ]);
+    let outage = Resolution {
+        classification: None,
+        level: CacheLevel::Fallback,
+        attempts: 1,
+        service_ms: Some(3),
+        coalesced: false,
+        error: Some(RouterError::TopologyUnreachable("refused".into())),
+    };
+    let mut push = incoming(
+        &iso,
+        "https://registry.gitlab.com/v2/group/app/blobs/uploads/",
+        &[],
+    );
+    push.parts.method = "POST".into();
+    let routed = Routed {
+        resolution: Some(outage.clone()),
+        ..decided(&iso, &push)
+    };
+    assert_eq!(routed.decision.rule_id, Some("registry_repository_write"));
+    match plan(&iso, &push, Some(&routed)) {
+        Plan::Answer { answer, log } => {
+            assert_eq!(answer.status, 503);
+            assert!(answer
+                .headers
+                .contains(&("retry-after".to_string(), "3".to_string())));
+            assert!(
+                answer.body.contains(r#""code":"UNAVAILABLE""#),
+                "{}",
+                answer.body
+            );
+            let log = log.expect("logged");
+            assert!(log.head.contains(r#""cache":"fallback""#), "{}", log.head);
+            assert!(
+                log.tail.contains("refused; topology service unavailable"),
+                "{}",
+                log.tail
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same with a stale entry, or a read: forwarded as before.
+    let stale = Routed {
+        resolution: Some(Resolution {
+            level: CacheLevel::Stale,
+            classification: Some(crate::topology::Classification::NotFound),
+            ..outage.clone()
+        }),
+        ..decided(&iso, &push)
+    };
+    assert!(!stale.unavailable());
+    let pull = incoming(
+        &iso,
+        "https://registry.gitlab.com/v2/group/app/manifests/latest",
+        &[],
+    );
+    let routed = Routed {
+        resolution: Some(outage),
+        ..decided(&iso, &pull)
+    };
+    assert_eq!(
+        forward_of(plan(&iso, &pull, Some(&routed))).url,
+        "https://registry.example/v2/group/app/manifests/latest"
+    );
+}
+
+#[test]
+fn a_stale_not_found_that_handed_a_request_on_is_in_its_log_line() {
+    use crate::resolve::Resolution;
+    use crate::topology::Classification;
+    let (iso, _) = isolate_with(LEGACY);
+    let req = incoming(&iso, "https://gitlab.com/some-group/app", &[]);
+    let rules = iso.ruleset.as_ref().unwrap();
+    let path_rule = rules.decide(&req.parts);
+    let next = path_rule.next_on_not_found.expect("a path rule");
+    let routed = Routed {
+        decision: rules.decide_from(&req.parts, next),
+        resolution: None,
+        fell_through: vec![(
+            path_rule.rule_id.unwrap(),
+            Resolution {
+                classification: Some(Classification::NotFound),
+                level: CacheLevel::Stale,
+                attempts: 3,
+                service_ms: Some(120),
+                coalesced: false,
+                error: Some(RouterError::TopologyStatus(503)),
+            },
+        )],
+    };
+    let f = forward_of(plan(&iso, &req, Some(&routed)));
+    assert!(f.log.head.contains(r#""cache":"stale""#), "{}", f.log.head);
+    assert!(
+        f.log.head.contains(r#""fell_through":["path_namespace"]"#),
+        "{}",
+        f.log.head
+    );
+    assert!(
+        f.log
+            .tail
+            .contains("path_namespace: topology service answered status 503"),
+        "{}",
+        f.log.tail
+    );
+    assert_eq!(f.log.min_status, 0, "notable: written whatever the status");
+}
+
+const CELLS: &[(&str, &str)] = &[
+    ("GITLAB_RULES_CONFIG", "cells"),
+    ("GITLAB_PROXY_HOST", "legacy.example:8080"),
+    ("GITLAB_UPSTREAM_SCHEME", "http"),
+    (
+        "GITLAB_CELLS",
+        r#"[{"id": 1, "address": "legacy.example:8080"},
+            {"id": 2, "address": "cell2.example", "registry_address": "registry2.example"},
+            {"id": 3, "address": "cell3.example"}]"#,
+    ),
+    ("GITLAB_CELL_FAILURES", "3"),
+];
+
+/// `req` routed by its rule with the Topology Service failing and
+/// nothing cached.
+fn service_down<'a>(iso: &'a Isolate, req: &Incoming) -> Routed<'a> {
+    use crate::resolve::Resolution;
+    Routed {
+        decision: iso.ruleset.as_ref().unwrap().decide(&req.parts),
+        resolution: Some(Resolution {
+            classification: None,
+            level: CacheLevel::Fallback,
+            attempts: 3,
+            service_ms: Some(900),
+            coalesced: false,
+            error: Some(RouterError::TopologyTimeout(300)),
+        }),
+        fell_through: Vec::new(),
+    }
+}
+
+#[test]
+fn listed_cells_are_allowed_upstreams() {
+    let (iso, errors) = isolate_with(CELLS);
+    assert!(
+        errors.iter().all(|e| !e.contains("GITLAB_CELLS")),
+        "{errors:?}"
+    );
+    assert!(iso.allowed.allows("cell3.example"));
+    assert!(iso.allowed.allows("registry2.example"));
+    assert!(!iso.allowed.allows("cell4.example"));
+}
+
+#[test]
+fn without_the_service_a_listed_session_prefix_reaches_its_cell() {
+    let (iso, _) = isolate_with(CELLS);
+    let cookie = format!("_gitlab_session=cell-2-{}", "0a".repeat(16));
+    let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+    let f = forward_of(plan(&iso, &req, Some(&service_down(&iso, &req))));
+    assert_eq!(f.url, "http://cell2.example/dashboard");
+    assert!(f.log.head.contains(r#""cache":"static""#), "{}", f.log.head);
+    assert!(
+        f.log.head.contains(r#""cell":2,"chosen_by":"static""#),
+        "{}",
+        f.log.head
+    );
+    assert!(f.log.tail.contains("timed out"), "{}", f.log.tail);
+    assert_eq!(
+        f.report.map(|r| r.circuit),
+        Some(cells::circuit_index(1, cells::Address::Web))
+    );
+
+    // A prefix no listed cell has: the legacy cell, as before.
+    let cookie = format!("_gitlab_session=cell-9-{}", "0a".repeat(16));
+    let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+    let f = forward_of(plan(&iso, &req, Some(&service_down(&iso, &req))));
+    assert_eq!(f.url, "http://legacy.example:8080/dashboard");
+    assert!(
+        f.log.head.contains(r#""cache":"fallback""#),
+        "{}",
+        f.log.head
+    );
+    assert!(
+        f.log.head.contains(r#""chosen_by":"legacy""#),
+        "{}",
+        f.log.head
+    );
+}
+
+#[test]
+fn an_open_circuit_answers_503_at_once_naming_the_cell() {
+    let (iso, _) = isolate_with(CELLS);
+    let cookie = format!("_gitlab_session=cell-3-{}", "0a".repeat(16));
+    let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+    for _ in 0..3 {
+        cell_outcome_for(&iso, 2, 0);
+    }
+    match plan(&iso, &req, Some(&service_down(&iso, &req))) {
+        Plan::Answer { answer, log } => {
+            assert_eq!(answer.status, 503);
+            assert!(
+                answer
+                    .headers
+                    .contains(&("retry-after".to_string(), "10".to_string())),
+                "{answer:?}"
+            );
+            let log = log.unwrap();
+            assert_eq!(log.min_status, 0);
+            assert!(
+                log.head.contains(r#""cell":3,"chosen_by":"circuit_open""#),
+                "{}",
+                log.head
+            );
+            assert!(
+                log.tail.contains(
+                    "cell 3 (cell3.example) unavailable: circuit open (its requests failed)"
+                ),
+                "{}",
+                log.tail
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Other cells are untouched.
+    let cookie = format!("_gitlab_session=cell-2-{}", "0a".repeat(16));
+    let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+    forward_of(plan(&iso, &req, Some(&service_down(&iso, &req))));
+}
+
+/// What `cellOutcome` does for a GET to `cell`'s web address sent a
+/// second before, without the thread-local isolate (counting gateway
+/// statuses, as a rule may).
+fn cell_outcome_for(iso: &Isolate, cell: usize, status: u16) {
+    let outcome = Outcome::of(status, false, true);
+    let now = iso.now_ms();
+    iso.health.borrow_mut().record(
+        cells::circuit_index(cell, cells::Address::Web),
+        outcome,
+        now - 1_000,
+        now,
+        false,
+        true,
+    );
+}
+
+#[test]
+fn sign_in_is_spread_over_the_cells_whose_circuit_is_closed() {
+    let (iso, _) = isolate_with(CELLS);
+    let req = incoming(&iso, "https://gitlab.com/users/sign_in", &[]);
+    let mut seen = Vec::new();
+    for random in [0.1, 0.5, 0.9] {
+        iso.platform.random.set(random);
+        let routed = decided(&iso, &req);
+        let f = forward_of(plan(&iso, &req, Some(&routed)));
+        assert!(
+            f.log.head.contains(r#""chosen_by":"spread""#),
+            "{}",
+            f.log.head
+        );
+        seen.push(f.url);
+    }
+    assert_eq!(
+        seen,
+        [
+            "http://legacy.example:8080/users/sign_in",
+            "http://cell2.example/users/sign_in",
+            "http://cell3.example/users/sign_in"
+        ]
+    );
+    // Every cell failing: the legacy cell, with an error.
+    for cell in 0..3 {
+        for _ in 0..3 {
+            cell_outcome_for(&iso, cell, 503);
+        }
+    }
+    let routed = decided(&iso, &req);
+    match plan(&iso, &req, Some(&routed)) {
+        // The legacy cell is listed too: its circuit answers.
+        Plan::Answer { answer, .. } => assert_eq!(answer.status, 503),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn only_classified_requests_get_a_not_found_delay() {
+    let (iso, _) = isolate_with(&[
+        ("GITLAB_RULES_CONFIG", "cells"),
+        ("GITLAB_NOT_FOUND_DELAY_MS", "50-250"),
+    ]);
+    assert_eq!(not_found_deadline(&iso.config, true, || 0.0), 50);
+    assert_eq!(not_found_deadline(&iso.config, true, || 0.999), 250);
+    assert_eq!(
+        not_found_deadline(&iso.config, false, || panic!("not drawn")),
+        0
+    );
+    let (off, _) = isolate_with(LEGACY);
+    assert_eq!(
+        not_found_deadline(&off.config, true, || panic!("not drawn")),
+        0
+    );
+    // A fixed route's plan carries none.
+    let req = incoming(&off, "https://gitlab.com/users/sign_in", &[]);
+    let routed = decided(&off, &req);
+    assert_eq!(
+        forward_of(plan(&off, &req, Some(&routed))).not_found_deadline_ms,
+        0
+    );
+}
+
+fn incoming_method(iso: &Isolate, method: &str, url: &str, headers: &[(&str, &str)]) -> Incoming {
+    let mut req = incoming(iso, url, headers);
+    req.parts.method = method.to_string();
+    req
+}
+
+#[test]
+fn trace_and_connect_are_answered_405_by_the_router() {
+    let (iso, _) = isolate_with(LEGACY);
+    for method in ["TRACE", "CONNECT", "trace"] {
+        let req = incoming_method(&iso, method, "https://gitlab.com/help", &[]);
+        match plan(&iso, &req, Some(&decided(&iso, &req))) {
+            Plan::Answer { answer, .. } => {
+                assert_eq!(answer.status, 405, "{method}");
+                assert!(answer.headers.iter().any(|(n, _)| n == "allow"));
+            }
+            other => panic!("{method}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_get_or_head_never_forwards_a_body_other_methods_do() {
+    let (iso, _) = isolate_with(LEGACY);
+    for (method, body) in [
+        ("GET", false),
+        ("HEAD", false),
+        ("POST", true),
+        ("PUT", true),
+        ("DELETE", true),
+    ] {
+        let req = incoming_method(
+            &iso,
+            method,
+            "https://gitlab.com/help",
+            &[("content-length", "0")],
+        );
+        let f = forward_of(plan(&iso, &req, Some(&decided(&iso, &req))));
+        assert_eq!(f.body, body, "{method}");
+    }
+}
+
+#[test]
+fn a_version_override_needs_the_smoke_test_secret() {
+    let override_header = (
+        "cloudflare-workers-version-overrides",
+        r#"gitlab-http-router="v2""#,
+    );
+    let (without, _) = isolate_with(LEGACY);
+    let (with, _) = isolate_with(&[LEGACY, &[("GITLAB_SMOKE_TEST_SECRET", "s3cret")]].concat());
+    let status = |iso: &Isolate, headers: &[(&str, &str)]| {
+        let req = incoming(iso, "https://gitlab.com/users/sign_in", headers);
+        match plan(iso, &req, Some(&decided(iso, &req))) {
+            Plan::Answer { answer, .. } => answer.status,
+            Plan::Forward(_) => 200,
+        }
+    };
+    assert_eq!(status(&without, &[override_header]), 403);
+    assert_eq!(
+        status(
+            &without,
+            &[override_header, ("x-gitlab-http-router-smoke-test", "")]
+        ),
+        403
+    );
+    assert_eq!(status(&with, &[override_header]), 403);
+    assert_eq!(
+        status(
+            &with,
+            &[
+                override_header,
+                ("x-gitlab-http-router-smoke-test", "guess")
+            ]
+        ),
+        403
+    );
+    assert_eq!(
+        status(
+            &with,
+            &[
+                override_header,
+                ("x-gitlab-http-router-smoke-test", "s3cret")
+            ]
+        ),
+        200
+    );
+    assert_eq!(status(&with, &[]), 200, "no override: routed as ever");
+}
+
+#[test]
+fn tracestate_is_set_only_with_the_clients_own_traceparent() {
+    let (iso, _) = isolate_with(LEGACY);
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let set = |headers: &[(&str, &str)]| {
+        let req = incoming(&iso, "https://gitlab.com/help", headers);
+        let f = forward_of(plan(&iso, &req, Some(&decided(&iso, &req))));
+        f.set
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let kept = set(&[("traceparent", parent), ("tracestate", "congo=t61rcWkgMzE")]);
+    assert!(
+        kept.contains(&("tracestate".into(), "congo=t61rcWkgMzE".into())),
+        "{kept:?}"
+    );
+    assert!(kept.contains(&("traceparent".into(), parent.into())));
+    let replaced = set(&[
+        ("traceparent", "00-nope"),
+        ("tracestate", "congo=t61rcWkgMzE"),
+    ]);
+    assert!(
+        replaced.iter().all(|(n, _)| n != "tracestate"),
+        "{replaced:?}"
+    );
+    let future = format!("cc{}-{}", &parent[2..], "\"x".repeat(1000));
+    let downgraded = set(&[("traceparent", &future)]);
+    assert!(
+        downgraded.contains(&("traceparent".into(), parent.into())),
+        "{downgraded:?}"
+    );
+}
+
+#[test]
+fn separator_bytes_in_client_values_never_change_the_plan() {
+    let (iso, _) = isolate_with(CELLS);
+    let cookie = format!("_gitlab_session=cell-2-{}", "0a".repeat(16));
+    let hostile = [
+        ("connection", "x-foo\u{1}cookie"),
+        ("cookie", cookie.as_str()),
+        ("tracestate", "a=1\u{1}b"),
+        (
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\u{1}x",
+        ),
+        ("cf-connecting-ip", "1.2.3.4\u{1}cookie"),
+    ];
+    let req = incoming(&iso, "https://gitlab.com/dashboard?q=%01", &hostile);
+    let plan = plan(&iso, &req, Some(&service_down(&iso, &req)));
+    let encoded = plan.encode();
+    let decoded = Plan::decode(&encoded).expect("the plan reads back");
+    assert_eq!(decoded, plan);
+    let f = forward_of(plan);
+    assert!(f.drop.is_empty(), "{:?}", f.drop);
+    assert_eq!(f.url, "http://cell2.example/dashboard?q=%01");
+    for (name, value) in &f.set {
+        assert!(!value.contains(['\u{0}', '\u{1}']), "{name}: {value:?}");
+        assert_ne!(name.as_ref(), "tracestate");
+    }
+}

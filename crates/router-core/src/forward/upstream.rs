@@ -1,0 +1,238 @@
+//! Where a forwarded request goes: the cell's URL, and the allow-list of
+//! upstream hosts the router may proxy to (the SSRF guard).
+
+/// `scheme://address/path?query` for the cell.
+pub fn upstream_url(scheme: &str, address: &str, path: &str, query: &str) -> String {
+    let mut url =
+        String::with_capacity(scheme.len() + address.len() + path.len() + query.len() + 5);
+    url.push_str(scheme);
+    url.push_str("://");
+    url.push_str(address);
+    url.push_str(if path.is_empty() { "/" } else { path });
+    if !query.is_empty() {
+        url.push('?');
+        url.push_str(query);
+    }
+    url
+}
+
+/// Checks that an address is a bare `host[:port]`: no scheme, userinfo,
+/// path or whitespace, a DNS name or IPv4 literal, a port in range.
+pub fn validate_address(address: &str) -> Result<(), String> {
+    let (host, port) = split_host_port(address)?;
+    if host.is_empty() || host.len() > 253 {
+        return Err(format!("{address:?}: empty or overlong host"));
+    }
+    let ok_label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    if !host.split('.').all(ok_label) {
+        return Err(format!("{address:?}: not a host name"));
+    }
+    if let Some(port) = port {
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => return Err(format!("{address:?}: bad port")),
+        }
+    }
+    Ok(())
+}
+
+fn split_host_port(address: &str) -> Result<(&str, Option<&str>), String> {
+    if address.contains(['/', '@', '?', '#', '\\', ' ', '\t', '\r', '\n', '[', ']']) {
+        return Err(format!("{address:?}: expected host[:port] only"));
+    }
+    Ok(match address.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (address, None),
+    })
+}
+
+/// The upstream hosts the router may proxy to (the SSRF guard). Entries:
+/// `host`, `host:port`, `*.domain` (any subdomain), with `:*` for any port.
+/// An entry without a port allows the scheme's default port only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowList {
+    entries: Vec<AllowEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AllowEntry {
+    /// Lower-case host, or the suffix (with leading dot) for wildcards.
+    host: String,
+    wildcard: bool,
+    port: AllowPort,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum AllowPort {
+    Default,
+    Any,
+    Exact(String),
+}
+
+impl AllowList {
+    /// Parses a comma- or whitespace-separated list.
+    pub fn parse(spec: &str) -> Result<AllowList, String> {
+        let mut entries = Vec::new();
+        for raw in spec
+            .split([',', ' ', '\n', '\t'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let lower = raw.to_ascii_lowercase();
+            let (host_part, port) = match lower.rsplit_once(':') {
+                Some((h, "*")) => (h.to_string(), AllowPort::Any),
+                Some((h, p)) => (h.to_string(), AllowPort::Exact(p.to_string())),
+                None => (lower.clone(), AllowPort::Default),
+            };
+            let (host, wildcard) = match host_part.strip_prefix("*.") {
+                Some(rest) => (format!(".{rest}"), true),
+                None => (host_part.clone(), false),
+            };
+            let check = format!(
+                "{}{}",
+                host.trim_start_matches('.'),
+                match &port {
+                    AllowPort::Exact(p) => format!(":{p}"),
+                    _ => String::new(),
+                }
+            );
+            validate_address(&check).map_err(|e| format!("allow-list entry {raw:?}: {e}"))?;
+            entries.push(AllowEntry {
+                host,
+                wildcard,
+                port,
+            });
+        }
+        Ok(AllowList { entries })
+    }
+
+    /// Adds one exact `host[:port]` (the legacy cell, a rule's fixed address).
+    pub fn allow_exact(&mut self, address: &str) {
+        if let Ok(mut list) = AllowList::parse(address) {
+            self.entries.append(&mut list.entries);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether `address` (`host[:port]`) may be proxied to. Asked for
+    /// every forwarded request, so the usual case (a listed cell's exact
+    /// address) allocates nothing and skips the address check: an exact
+    /// entry was checked when the list was parsed.
+    pub fn allows(&self, address: &str) -> bool {
+        let (host, port) = match address.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (address, None),
+        };
+        // Not with a `:*` entry: any text after the colon would pass it.
+        let exact = |e: &AllowEntry| {
+            !e.wildcard
+                && e.port != AllowPort::Any
+                && e.port_accepts(port)
+                && host.eq_ignore_ascii_case(&e.host)
+        };
+        if self.entries.iter().any(exact) {
+            return true;
+        }
+        if validate_address(address).is_err() {
+            return false;
+        }
+        self.entries.iter().any(|e| {
+            let host_ok = if e.wildcard {
+                // `e.host` is ".suffix": at least one label before it.
+                host.len() > e.host.len()
+                    && host.as_bytes()[host.len() - e.host.len()..]
+                        .eq_ignore_ascii_case(e.host.as_bytes())
+            } else {
+                host.eq_ignore_ascii_case(&e.host)
+            };
+            host_ok && e.port_accepts(port)
+        })
+    }
+}
+
+impl AllowEntry {
+    fn port_accepts(&self, port: Option<&str>) -> bool {
+        match (&self.port, port) {
+            (AllowPort::Any, _) | (AllowPort::Default, None) => true,
+            (AllowPort::Exact(p), Some(q)) => p == q,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_upstream_urls() {
+        assert_eq!(
+            upstream_url("https", "cell-2.example.com", "/a/b", "x=1"),
+            "https://cell-2.example.com/a/b?x=1"
+        );
+        assert_eq!(
+            upstream_url("http", "127.0.0.1:9102", "", ""),
+            "http://127.0.0.1:9102/"
+        );
+    }
+
+    #[test]
+    fn validates_addresses() {
+        for ok in [
+            "cell-2.example.com",
+            "127.0.0.1:9102",
+            "localhost",
+            "a.b:443",
+        ] {
+            assert!(validate_address(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "", "http://x", "user@x", "x/y", "x y", "x:0", "x:99999", "x:", "-x.com", "x..com",
+            "[::1]:80", "x\r\n",
+        ] {
+            assert!(validate_address(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn allow_list_matches_hosts_wildcards_and_ports() {
+        let list = AllowList::parse(
+            "*.cells.example.com, legacy.example.com, 127.0.0.1:9102 ,dev.local:*",
+        )
+        .unwrap();
+        assert!(list.allows("cell-2.cells.example.com"));
+        assert!(list.allows("CELL-2.Cells.Example.com"));
+        assert!(!list.allows("cells.example.com"));
+        assert!(!list.allows("evilcells.example.com"));
+        assert!(!list.allows("cell-2.cells.example.com:8443"));
+        assert!(list.allows("legacy.example.com"));
+        assert!(list.allows("127.0.0.1:9102"));
+        assert!(!list.allows("127.0.0.1:9103"));
+        assert!(!list.allows("127.0.0.1"));
+        assert!(list.allows("dev.local:1234"));
+        assert!(!list.allows("user@legacy.example.com"));
+        // Exact entries compare without case; nothing else passes them.
+        assert!(list.allows("Legacy.Example.COM"));
+        assert!(!list.allows("legacy.example.com:443"));
+        assert!(!list.allows("legacy.example.com/x"));
+        assert!(!list.allows("127.0.0.1:9102/x"));
+        // A `:*` entry still checks what follows the colon.
+        assert!(!list.allows("dev.local:1234/path"));
+        assert!(!list.allows("dev.local:0"));
+        assert!(!list.allows("dev.local:x"));
+        // A wildcard's suffix is matched on bytes: no panic on non-ASCII.
+        assert!(!list.allows("é.cells.example.com"));
+        assert!(!list.allows("éé.example.com"));
+        assert!(AllowList::parse("http://x").is_err());
+        assert!(AllowList::parse("").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,86 @@
+//! How a request's parts cross from the entry into Rust: the URL, the
+//! method and the values of the headers the isolate reads, joined into one
+//! flat string (`routeSync`'s input buffer, or `routeAsync`'s argument),
+//! and read back here; headers the joined form cannot carry are asked of
+//! the request one by one.
+
+use router_core::wire::{HEADER_ABSENT, SEPARATOR};
+use router_core::RequestParts;
+use wasm_bindgen::JsCast;
+use web_sys::{Headers, Request};
+
+/// `routeSync`'s input as its URL, method and joined header values.
+pub fn split_input(bytes: &[u8]) -> Option<(&str, &str, &str)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let (url, rest) = text.split_once(SEPARATOR)?;
+    let (method, headers) = rest.split_once(SEPARATOR)?;
+    Some((url, method, headers))
+}
+
+/// Adds the joined header values to `parts`; false when their count does
+/// not match (a value held the separator).
+pub fn fill_headers(parts: &mut RequestParts, names: &[String], joined: &str) -> bool {
+    if names.is_empty() {
+        // `joined` is then "" (one empty value for no name): a mismatch.
+        return false;
+    }
+    let before = parts.headers.len();
+    parts.headers.reserve(names.len());
+    let mut rest = joined;
+    for (i, name) in names.iter().enumerate() {
+        let last = i + 1 == names.len();
+        // Most values are one byte (an absent header's `\x01`): a byte loop
+        // finds the separator sooner than `str::split`'s searcher did.
+        let (value, after) = match (rest.bytes().position(|b| b == SEPARATOR as u8), last) {
+            (Some(at), false) => (&rest[..at], &rest[at + 1..]),
+            (None, true) => (rest, ""),
+            // Too few values, or more than one in the last.
+            _ => {
+                parts.headers.truncate(before);
+                return false;
+            }
+        };
+        if value != HEADER_ABSENT {
+            parts.headers.push((name.clone(), value.to_string()));
+        }
+        rest = after;
+    }
+    true
+}
+
+/// Fills `parts` with the headers the rules need (`names`; `None`: every
+/// header): from the entry's joined values, or asked one by one when a
+/// value held the separator (invalid in HTTP).
+pub fn read_headers(
+    names: Option<&[String]>,
+    parts: &mut RequestParts,
+    req: &Request,
+    joined: Option<&str>,
+) {
+    match (names, joined) {
+        (Some(names), Some(joined)) if fill_headers(parts, names, joined) => {}
+        (Some(names), _) => {
+            let all = req.headers();
+            for name in names {
+                if let Ok(Some(value)) = all.get(name) {
+                    parts.headers.push((name.clone(), value));
+                }
+            }
+        }
+        (None, _) => parts.headers = header_pairs(&req.headers()),
+    }
+}
+
+fn header_pairs(headers: &Headers) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Ok(Some(iter)) = js_sys::try_iter(headers) else {
+        return out;
+    };
+    for entry in iter.flatten() {
+        let pair: js_sys::Array = entry.unchecked_into();
+        if let (Some(n), Some(v)) = (pair.get(0).as_string(), pair.get(1).as_string()) {
+            out.push((n, v));
+        }
+    }
+    out
+}

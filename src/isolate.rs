@@ -1,0 +1,221 @@
+//! What an isolate builds once, on its first request: the core's
+//! [`IsolateState`] (settings, ruleset, allow-list, circuits) from the
+//! environment's variables and the compiled rulesets, and around it the
+//! I/O it needs (the resolver over `fetch` and the Cache API, the control
+//! document and the probe record in KV).
+
+use std::cell::Cell;
+
+use router_core::cells::HealthRecord;
+use router_core::config::{Config, RequestLogging};
+use router_core::control::Mode;
+use router_core::forward::Router;
+use router_core::isolate::IsolateState;
+use router_core::resolve::Resolver;
+use router_core::Ruleset;
+use wasm_bindgen::JsValue;
+use worker::Env;
+
+use crate::{control, io, log_error, log_line, log_warn};
+
+mod compiled {
+    include!(concat!(env!("OUT_DIR"), "/rulesets.rs"));
+}
+
+pub(crate) type EdgeResolver = Resolver<io::FetchTransport, io::CacheApi, io::JsPlatform>;
+
+/// The version metadata binding (`[version_metadata]` in wrangler.toml).
+const VERSION_BINDING: &str = "CF_VERSION_METADATA";
+
+pub(crate) struct Isolate {
+    pub state: IsolateState,
+    pub resolver: Option<EdgeResolver>,
+    /// When the scheduled probe's record is read next (ms since the
+    /// epoch): at most once per `config.health_refresh_ms`.
+    next_health_read_ms: Cell<u64>,
+    /// The probe record's home: the deployment's own KV namespace
+    /// (`ROUTER_CONTROL`); `None` without one.
+    health_store: Option<io::HealthStore>,
+    /// The runtime control document, when `ROUTER_CONTROL` is bound.
+    pub controls: Option<control::Controls>,
+}
+
+impl Isolate {
+    pub fn new(env: &Env) -> Isolate {
+        let lookup = |name: &str| {
+            env.var(name)
+                .map(|v| v.to_string())
+                .ok()
+                .or_else(|| env.secret(name).map(|v| v.to_string()).ok())
+        };
+        let mtls = io::FetchTransport::mtls_binding(env);
+        if mtls.is_some() {
+            log_line(
+                "info",
+                "config",
+                &format!(
+                    "Topology Service calls go through the {} mtls_certificates binding",
+                    io::MTLS_BINDING
+                ),
+            );
+        }
+        let mut iso = Isolate::from_lookup(lookup, log_error, mtls);
+        iso.state.version = js_sys::Reflect::get(env, &VERSION_BINDING.into())
+            .ok()
+            .filter(|m| m.is_object())
+            .and_then(|m| js_sys::Reflect::get(&m, &"id".into()).ok())
+            .and_then(|id| id.as_string())
+            .filter(|id| !id.is_empty());
+        let binding = js_sys::Reflect::get(env, &control::BINDING.into())
+            .ok()
+            .filter(JsValue::is_object);
+        iso.health_store = binding.clone().map(io::HealthStore::new);
+        iso.controls = binding.and_then(|binding| {
+            control::Controls::new(binding, iso.state.config.control_refresh_secs)
+        });
+        if let (Some(_), Some(resolver)) = (&iso.controls, &iso.resolver) {
+            // Until the control document's purge generation is known.
+            resolver.set_shared_usable(false);
+        }
+        iso
+    }
+
+    /// The isolate's state from its settings; `log_error(scope, message)`
+    /// reports what is wrong with them (never fatal).
+    /// `mtls`: the Topology Service's `mtls_certificates` binding, if any.
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+        log_error: impl Fn(&str, &str),
+        mtls: Option<JsValue>,
+    ) -> Isolate {
+        let (config, problems) = Config::from_lookup(lookup);
+        for problem in &problems {
+            log_error("config", problem);
+        }
+        let ruleset = compiled_ruleset(&config, &log_error);
+        let learning = ruleset.as_ref().is_some_and(Ruleset::uses_learning);
+        let resolver = (config.topology_url.is_some() || learning).then(|| {
+            Resolver::new(
+                io::FetchTransport::new(
+                    config.topology_url.as_deref(),
+                    config
+                        .learn_cell()
+                        .map(|cell| format!("{}://{cell}", config.upstream_scheme)),
+                    config.client_id.clone(),
+                    config.client_secret.clone(),
+                    mtls,
+                ),
+                io::CacheApi::new(&config.cache_namespace()),
+                io::JsPlatform,
+                config.cache.clone(),
+                config.client.clone(),
+            )
+        });
+        Isolate {
+            state: IsolateState::new(config, ruleset),
+            resolver,
+            next_health_read_ms: Cell::new(0),
+            health_store: None,
+            controls: None,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.state.config
+    }
+
+    /// Whether the control document says every request goes to the legacy
+    /// cell.
+    pub fn passthrough(&self) -> bool {
+        self.controls
+            .as_ref()
+            .is_some_and(|c| c.mode() == Mode::Passthrough)
+    }
+
+    /// `GITLAB_REQUEST_LOG`, unless the control document overrides it.
+    fn request_logging(&self) -> RequestLogging {
+        self.controls
+            .as_ref()
+            .and_then(control::Controls::request_log)
+            .unwrap_or(self.state.config.request_logging)
+    }
+
+    /// The forward phase's view of the isolate, as the control document
+    /// stands now.
+    pub fn router(&self) -> Router<'_> {
+        self.state
+            .router(self.request_logging(), self.passthrough())
+    }
+
+    /// Whether the scheduled probe's record is due for a read at `now_ms`
+    /// (never without a cell list or a store).
+    pub fn health_read_due_at(&self, now_ms: u64) -> bool {
+        !self.state.config.cells.is_empty()
+            && self.health_store.is_some()
+            && now_ms >= self.next_health_read_ms.get()
+    }
+
+    /// Reads the probe record from KV and applies it; the next read is due
+    /// one interval later, whatever this one finds.
+    pub async fn read_health(&self) {
+        self.next_health_read_ms
+            .set(io::now() as u64 + u64::from(self.state.config.health_refresh_ms));
+        if let Some(store) = &self.health_store {
+            if let Some(record) = store.get().await {
+                self.apply_health(&record);
+            }
+        }
+    }
+
+    pub fn apply_health(&self, record: &HealthRecord) {
+        let config = &self.state.config;
+        let opened = self.state.health.borrow_mut().apply_record(
+            &config.cells,
+            record,
+            io::now() as u64,
+            u64::from(config.health_max_age_secs) * 1000,
+        );
+        if !opened.is_empty() {
+            log_warn(
+                "cell-health",
+                &format!(
+                    "the health probe found cells {opened:?} down: circuits opened in this isolate"
+                ),
+            );
+        }
+    }
+
+    /// The probe record's store, when `ROUTER_CONTROL` is bound.
+    pub fn health_store(&self) -> Option<&io::HealthStore> {
+        self.health_store.as_ref()
+    }
+}
+
+/// The compiled ruleset `GITLAB_RULES_CONFIG` names, or `None` (every
+/// request then goes to the legacy cell), with what is wrong logged.
+fn compiled_ruleset(config: &Config, log_error: &impl Fn(&str, &str)) -> Option<Ruleset> {
+    let Some(name) = config.rules_config.as_deref() else {
+        log_error(
+            "config",
+            "GITLAB_RULES_CONFIG is not set: every request goes to the legacy cell",
+        );
+        return None;
+    };
+    let Some((_, json, regexes)) = compiled::RULESETS.iter().find(|(n, _, _)| *n == name) else {
+        let known: Vec<&str> = compiled::RULESETS.iter().map(|(n, _, _)| *n).collect();
+        log_error(
+            "config",
+            &format!(
+                "GITLAB_RULES_CONFIG={name:?} names no compiled ruleset (known: {}): every request goes to the legacy cell",
+                known.join(", ")
+            ),
+        );
+        return None;
+    };
+    // Validated by build.rs (every regex compiled there), so its regexes
+    // compile on first use; an error here would be a bug, and it still only
+    // sends traffic to the legacy cell.
+    Ruleset::from_prechecked_json(name, json, regexes)
+        .map_err(|e| log_error("config", &e.to_string()))
+        .ok()
+}
