@@ -11,6 +11,7 @@ mod decision;
 mod dispatch;
 mod eval;
 mod frame;
+mod js_classes;
 mod lazy;
 mod model;
 mod prefix;

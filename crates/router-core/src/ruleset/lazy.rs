@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 use regex_syntax::ast::{self, Ast};
 
 use super::frame::capture_frame;
+use super::js_classes::{unavailable, with_js_classes};
 use super::prefix::required_prefixes;
 use super::sequence;
 
@@ -121,6 +122,10 @@ fn analysed(source: &str) -> Analysis {
 impl Regex {
     /// Compiled now: an invalid regex is an error.
     pub(crate) fn eager(source: &str) -> Result<Regex, String> {
+        let source = &*with_js_classes(source);
+        if let Some(missing) = unavailable(source) {
+            return Err(missing.to_owned());
+        }
         let re = build(source).map_err(|e| e.to_string())?;
         let names = re
             .capture_names()
@@ -148,6 +153,7 @@ impl Regex {
     /// compile (over the size limit, an unknown unicode class) would panic
     /// on first use.
     pub(crate) fn lazy(source: &str, table: RegexTable) -> Result<Regex, String> {
+        let source = &*with_js_classes(source);
         let (names, analysis) = match table.binary_search_by(|f| f.source.cmp(source)) {
             Ok(i) => {
                 let facts = &table[i];
@@ -351,7 +357,7 @@ mod tests {
             "^/jwt/auth$",
             r"^(?<cell_name>cell-[0-9]+)-[0-9a-f]{32}$",
             r"^(a)(?:b)(?P<x>c(d)|(?<y>e))*(f)?$",
-            r"(?i)((?<n>x)|[()](y))",
+            r"((?<n>[Xx])|[()](y))",
             r"\((?<after>z)\)",
             r"[a-z(]+(?<q>.)",
         ] {
