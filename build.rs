@@ -3,7 +3,7 @@
 //! message naming the file, the rule and the problem. Beside each ruleset's
 //! JSON go the capture names and required prefixes of its regexes, so a
 //! fresh isolate loads it without parsing a regex
-//! (`router_core::ruleset::RegexTable`).
+//! (`router_core::select::RegexTable`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -32,7 +32,7 @@ fn main() {
     let mut failures = Vec::new();
     let mut table = String::from(
         "/// Rulesets compiled into the worker: (name, JSON, its regexes).\n\
-         pub static RULESETS: &[(&str, &str, router_core::ruleset::RegexTable<'static>)] = &[\n",
+         pub static RULESETS: &[(&str, &str, router_core::select::RegexTable<'static>)] = &[\n",
     );
     for path in &entries {
         println!("cargo:rerun-if-changed={}", path.display());
@@ -84,8 +84,8 @@ fn main() {
             };
             write!(
                 table,
-                "router_core::ruleset::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, frame: {:?}, sequence: {sequence} }}, ",
-                facts.source, facts.names, facts.frame
+                "router_core::select::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, sequence: {sequence} }}, ",
+                facts.source, facts.names
             )
             .unwrap();
         }

@@ -48,7 +48,7 @@ impl Controls {
         self.state.borrow().current().mode
     }
 
-    pub fn request_log(&self) -> Option<router_core::config::RequestLogging> {
+    pub fn request_log(&self) -> Option<router_core::log::RequestLogging> {
         self.state.borrow().current().request_log
     }
 

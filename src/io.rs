@@ -4,11 +4,11 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use router_core::cells::{CellList, HealthRecord, ProbeResult};
-use router_core::forward::trace::Trace;
+use router_core::resolve::cells::{CellList, HealthRecord, ProbeResult};
 use router_core::resolve::{
     CachedAnswer, Platform, RawAnswer, SharedCache, TopologyTransport, TransportError,
 };
+use router_core::trace::Trace;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortSignal, Headers, Request, RequestInit, RequestRedirect, Response};
@@ -185,7 +185,7 @@ impl FetchTransport {
         init.set_signal(Some(&signal));
         let url = format!(
             "{base}{}",
-            router_core::learn::learn_path_and_query(method, path)
+            router_core::resolve::learn::learn_path_and_query(method, path)
         );
         let request = Request::new_with_str_and_init(&url, &init)?;
         let response = self.send(&request, false).await?;
@@ -445,7 +445,7 @@ impl HealthStore {
 /// Probes every listed cell's health URL at once (`GET
 /// <scheme>://<address><health_path>`, no redirects followed, abandoned
 /// after `timeout_ms`); what each answer means is
-/// [`router_core::cells::Verdict`]'s.
+/// [`router_core::resolve::cells::Verdict`]'s.
 pub async fn probe_cells(list: &CellList, scheme: &str, timeout_ms: u32) -> HealthRecord {
     let started = js_sys::Date::now();
     // Every fetch is started before any is awaited: they run together.

@@ -6,11 +6,12 @@
 
 use std::cell::Cell;
 
-use router_core::cells::HealthRecord;
-use router_core::config::{Config, RequestLogging};
+use router_core::config::Config;
 use router_core::control::Mode;
 use router_core::forward::Router;
 use router_core::isolate::IsolateState;
+use router_core::log::RequestLogging;
+use router_core::resolve::cells::HealthRecord;
 use router_core::resolve::Resolver;
 use router_core::Ruleset;
 use wasm_bindgen::JsValue;

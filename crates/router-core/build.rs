@@ -8,7 +8,7 @@ use std::path::Path;
 
 // The list's own parser; the tools use the rest of it.
 #[allow(dead_code)]
-#[path = "src/reserved/list.rs"]
+#[path = "src/select/reserved/list.rs"]
 mod list;
 
 fn main() {

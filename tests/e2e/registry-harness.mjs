@@ -231,7 +231,7 @@ export function registryClaims(repository, actions = ["pull", "push"]) {
 const MASK64 = (1n << 64n) - 1n;
 
 /**
- * The core's `rollout_bucket` (crates/router-core/src/ruleset.rs), again:
+ * The core's `rollout_bucket` (crates/router-core/src/select/rollout.rs), again:
  * FNV-1a 64 over seed, a 0 byte and the value, then a 64-bit finalizer,
  * modulo 10,000. The e2e tests check the worker agrees with it.
  */

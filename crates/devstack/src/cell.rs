@@ -62,7 +62,7 @@ pub struct CellState {
 }
 
 /// `GET /api/v4/internal/cells/learn?method=M&path_info=P`: route learning
-/// (router_core::learn) answered from the same topology data as the
+/// (router_core::resolve::learn) answered from the same topology data as the
 /// Topology Service, on every demo cell of `devstack up`. Test controls:
 /// `POST /_learn/mode?set=ok|fail|garbage&delay_ms=N` (fail: 500; garbage:
 /// a 200 that is not an answer; delay: before answering), and the calls
@@ -336,7 +336,7 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
     if let Some(service) = &state.learn {
         let query = req.uri().query().unwrap_or("");
         match (req.method(), path.as_str()) {
-            (&Method::GET, router_core::learn::LEARN_PATH) => {
+            (&Method::GET, router_core::resolve::learn::LEARN_PATH) => {
                 return learn(&state, service, query).await;
             }
             (&Method::POST, "/_learn/mode") => {

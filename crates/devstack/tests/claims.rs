@@ -1,10 +1,10 @@
 //! The Topology Service accepts exactly the core's claim list
-//! (`router_core::classify::CLAIM_TYPES`), over real HTTP.
+//! (`router_core::question::CLAIM_TYPES`), over real HTTP.
 
 mod common;
 
 use common::*;
-use router_core::classify::CLAIM_TYPES;
+use router_core::question::CLAIM_TYPES;
 use serde_json::json;
 
 /// `organizationPath` → `classify-claim-organization-path`.

@@ -20,8 +20,8 @@ use std::cell::Cell;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use divan::{black_box, Bencher};
-use router_core::ruleset::HeaderInterest;
-use router_core::token::encode_routable_token;
+use router_core::select::transform::routable_token::encode_routable_token;
+use router_core::select::HeaderInterest;
 use router_core::{Action, RequestParts, Ruleset};
 
 const RULES: &str = include_str!("../../../rules/session_token.json");
@@ -315,7 +315,7 @@ fn mix_with_cache_key(bencher: Bencher) {
 /// of them listed cells; ns per request = time / 1000.
 #[divan::bench(counter = divan::counter::ItemsCount::new(MIX_LEN))]
 fn mix_cell_health(bencher: Bencher) {
-    use router_core::cells::{CellHealth, CellList, CircuitPolicy};
+    use router_core::resolve::cells::{CellHealth, CellList, CircuitPolicy};
     let json: Vec<String> = (1..=12)
         .map(|id| format!(r#"{{"id": {id}, "address": "cell-{id}.cells.gitlab.net"}}"#))
         .collect();

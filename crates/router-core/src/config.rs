@@ -3,11 +3,13 @@
 //! A malformed value never stops the router: it is reported as a problem
 //! (logged once per isolate by the edge) and the safe default is used.
 
-use crate::cells::{CellList, CircuitPolicy};
-use crate::forward::{validate_address, AllowList};
-use crate::guard::GuardPolicy;
+use crate::address::validate_address;
+use crate::forward::{AllowList, DelayRange, Settings, SigningPolicy};
+use crate::log::RequestLogging;
+use crate::resolve::cells::{CellList, CircuitPolicy};
+use crate::resolve::guard::GuardPolicy;
+use crate::resolve::topology::CachePolicy;
 use crate::resolve::ClientPolicy;
-use crate::topology::CachePolicy;
 
 /// Names of the variables the router reads.
 pub mod vars {
@@ -48,131 +50,6 @@ pub mod vars {
     pub const SMOKE_TEST_SECRET: &str = "GITLAB_SMOKE_TEST_SECRET";
     pub const CONTROL_REFRESH: &str = "GITLAB_CONTROL_REFRESH_SECONDS";
     pub const NOT_FOUND_DELAY_MS: &str = "GITLAB_NOT_FOUND_DELAY_MS";
-}
-
-/// The random delay added to a 404 a cell returns for a classified
-/// request (`GITLAB_NOT_FOUND_DELAY_MS=min-max`), so its timing does not
-/// tell which cell answered, and so whether a private group exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DelayRange {
-    pub min_ms: u32,
-    pub max_ms: u32,
-}
-
-impl DelayRange {
-    /// The longest delay accepted: a 404 held longer than this is a
-    /// client-visible outage, not a mitigation.
-    pub const MAX_MS: u32 = 10_000;
-
-    /// `"50-250"` (inclusive bounds) or `"100"` (always 100 ms); `None`
-    /// when malformed, reversed or above [`DelayRange::MAX_MS`].
-    pub fn parse(value: &str) -> Option<DelayRange> {
-        let number = |s: &str| -> Option<u32> {
-            let s = s.trim();
-            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| s.parse().ok())
-                .flatten()
-        };
-        let (min_ms, max_ms) = match value.split_once('-') {
-            Some((a, b)) => (number(a)?, number(b)?),
-            None => {
-                let n = number(value)?;
-                (n, n)
-            }
-        };
-        (min_ms <= max_ms && max_ms <= Self::MAX_MS).then_some(DelayRange { min_ms, max_ms })
-    }
-
-    /// A delay drawn uniformly from the range; `random` in `[0, 1)`.
-    pub fn pick(self, random: f64) -> u32 {
-        let span = f64::from(self.max_ms - self.min_ms + 1);
-        let offset = (span * random.clamp(0.0, 1.0)) as u32;
-        self.min_ms + offset.min(self.max_ms - self.min_ms)
-    }
-}
-
-/// Which requests get a log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestLogging {
-    /// Every request (the default).
-    All,
-    /// Only requests whose outcome needs attention: an error, a stale or
-    /// fallback answer, a rejection, or an upstream 5xx. A `console.log`
-    /// costs workerd ~35 µs of CPU, a third of the router's own cost.
-    Errors,
-    /// Every notable line (as [`RequestLogging::Errors`]) plus this share,
-    /// in millionths, of the routine ones: `sample:0.01` is 10 000.
-    Sample { per_million: u32 },
-}
-
-impl RequestLogging {
-    /// Whether a line is written whatever its status: `notable` (decided
-    /// before the upstream answers) or, when sampling, a draw; `random`
-    /// (uniform in [0, 1)) is asked only when sampling needs it. A line not
-    /// written whatever its status is still written for a 5xx.
-    pub fn always(self, notable: bool, random: impl FnOnce() -> f64) -> bool {
-        match self {
-            RequestLogging::All => true,
-            RequestLogging::Errors => notable,
-            RequestLogging::Sample { per_million } => {
-                notable || random() * 1_000_000.0 < f64::from(per_million)
-            }
-        }
-    }
-
-    /// How the setting reads in a log line (a share in millionths).
-    pub fn name(self) -> String {
-        match self {
-            RequestLogging::All => "all".into(),
-            RequestLogging::Errors => "errors".into(),
-            RequestLogging::Sample { per_million } => format!("sample ({per_million} per million)"),
-        }
-    }
-
-    pub(crate) fn parse(value: &str) -> Option<RequestLogging> {
-        match value {
-            "all" => Some(RequestLogging::All),
-            "errors" => Some(RequestLogging::Errors),
-            _ => Some(RequestLogging::Sample {
-                per_million: per_million(value.strip_prefix("sample:")?.trim())?,
-            }),
-        }
-    }
-}
-
-/// A share from 0 to 1 written as a decimal (`0.01`, `1`, `.5`) in
-/// millionths, digits past the sixth dropped. Read by hand: float parsing
-/// would add kilobytes to the wasm.
-fn per_million(share: &str) -> Option<u32> {
-    let (whole, fraction) = share.split_once('.').unwrap_or((share, ""));
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
-        return None;
-    }
-    let whole: u32 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().ok()?
-    };
-    let mut millionths = 0;
-    for i in 0..6 {
-        let digit = fraction
-            .as_bytes()
-            .get(i)
-            .map_or(0, |b| u32::from(b - b'0'));
-        millionths = millionths * 10 + digit;
-    }
-    let total = whole.checked_mul(1_000_000)?.checked_add(millionths)?;
-    (total <= 1_000_000).then_some(total)
-}
-
-/// What the router does when it cannot sign (no key, or a malformed one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SigningPolicy {
-    /// Refuse to proxy: 503. For cells that only accept signed requests.
-    Required,
-    /// Forward unsigned (logged at start-up): for a migration period.
-    Optional,
 }
 
 /// Everything the edge needs, parsed once per isolate.
@@ -218,6 +95,21 @@ pub struct Config {
 pub const DEFAULT_CONTROL_REFRESH_SECS: u32 = 30;
 
 impl Config {
+    /// What the forward phase reads of these settings.
+    pub fn forward_settings(&self) -> Settings<'_> {
+        Settings {
+            proxy_host: self.proxy_host.as_deref(),
+            upstream_scheme: self.upstream_scheme,
+            signer: &self.signer,
+            signing_policy: self.signing_policy,
+            not_found_delay: self.not_found_delay,
+            smoke_test_secret: self.smoke_test_secret.as_deref(),
+            cells: &self.cells,
+            headers_timeout_ms: self.circuits.headers_timeout_ms,
+            outage_retry_after_secs: self.client.guard.open_ms.div_ceil(1000).max(1),
+        }
+    }
+
     /// Reads every setting through `lookup`; returns the config and the
     /// problems found, each a sentence naming the variable.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> (Config, Vec<String>) {

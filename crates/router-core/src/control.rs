@@ -15,7 +15,7 @@
 
 use serde::Deserialize;
 
-use crate::config::RequestLogging;
+use crate::log::RequestLogging;
 
 /// The KV key that holds the document.
 pub const CONTROL_KEY: &str = "control";

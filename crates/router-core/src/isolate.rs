@@ -5,12 +5,13 @@
 
 use std::cell::RefCell;
 
-use crate::cells::CellHealth;
-use crate::config::{Config, RequestLogging};
+use crate::config::Config;
 use crate::forward::headers::{CF_CONNECTING_IP, SMOKE_TEST_HEADER, VERSION_OVERRIDES};
-use crate::forward::trace::{CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use crate::forward::{AllowList, Router};
-use crate::ruleset::HeaderInterest;
+use crate::log::RequestLogging;
+use crate::resolve::cells::CellHealth;
+use crate::select::HeaderInterest;
+use crate::trace::{CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use crate::Ruleset;
 
 /// Headers the forward phase reads besides the rules': for hop-by-hop
@@ -97,7 +98,7 @@ impl IsolateState {
         Router {
             ruleset: self.ruleset.as_ref().map_or("none", Ruleset::name),
             version: self.version.as_deref(),
-            config: &self.config,
+            settings: self.config.forward_settings(),
             allowed: &self.allowed,
             relied_on: &self.relied_on,
             health: &self.health,

@@ -3,7 +3,6 @@
 use serde::Serialize;
 
 use crate::json::{push_escaped, push_quoted, push_u64};
-use crate::resolve::CacheLevel;
 
 /// Everything worth knowing about how one request was routed.
 #[derive(Debug, Default, Serialize)]
@@ -231,6 +230,21 @@ impl RequestLog<'_> {
     }
 }
 
+/// Which level answered a classify question (the resolver's answer, as the
+/// log line names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheLevel {
+    Memory,
+    CacheApi,
+    Service,
+    Stale,
+    Fallback,
+    /// The Topology Service could not answer and nothing was cached: the
+    /// key named a cell of `GITLAB_CELLS` (decided by the edge).
+    Static,
+}
+
 impl CacheLevel {
     /// The level's name in the log line (as its `Serialize` writes it).
     pub fn log_name(self) -> &'static str {
@@ -243,6 +257,81 @@ impl CacheLevel {
             CacheLevel::Static => "static",
         }
     }
+}
+
+/// Which requests get a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestLogging {
+    /// Every request (the default).
+    All,
+    /// Only requests whose outcome needs attention: an error, a stale or
+    /// fallback answer, a rejection, or an upstream 5xx. A `console.log`
+    /// costs workerd ~35 µs of CPU, a third of the router's own cost.
+    Errors,
+    /// Every notable line (as [`RequestLogging::Errors`]) plus this share,
+    /// in millionths, of the routine ones: `sample:0.01` is 10 000.
+    Sample { per_million: u32 },
+}
+
+impl RequestLogging {
+    /// Whether a line is written whatever its status: `notable` (decided
+    /// before the upstream answers) or, when sampling, a draw; `random`
+    /// (uniform in [0, 1)) is asked only when sampling needs it. A line not
+    /// written whatever its status is still written for a 5xx.
+    pub fn always(self, notable: bool, random: impl FnOnce() -> f64) -> bool {
+        match self {
+            RequestLogging::All => true,
+            RequestLogging::Errors => notable,
+            RequestLogging::Sample { per_million } => {
+                notable || random() * 1_000_000.0 < f64::from(per_million)
+            }
+        }
+    }
+
+    /// How the setting reads in a log line (a share in millionths).
+    pub fn name(self) -> String {
+        match self {
+            RequestLogging::All => "all".into(),
+            RequestLogging::Errors => "errors".into(),
+            RequestLogging::Sample { per_million } => format!("sample ({per_million} per million)"),
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<RequestLogging> {
+        match value {
+            "all" => Some(RequestLogging::All),
+            "errors" => Some(RequestLogging::Errors),
+            _ => Some(RequestLogging::Sample {
+                per_million: per_million(value.strip_prefix("sample:")?.trim())?,
+            }),
+        }
+    }
+}
+
+/// A share from 0 to 1 written as a decimal (`0.01`, `1`, `.5`) in
+/// millionths, digits past the sixth dropped. Read by hand: float parsing
+/// would add kilobytes to the wasm.
+fn per_million(share: &str) -> Option<u32> {
+    let (whole, fraction) = share.split_once('.').unwrap_or((share, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let whole: u32 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let mut millionths = 0;
+    for i in 0..6 {
+        let digit = fraction
+            .as_bytes()
+            .get(i)
+            .map_or(0, |b| u32::from(b - b'0'));
+        millionths = millionths * 10 + digit;
+    }
+    let total = whole.checked_mul(1_000_000)?.checked_add(millionths)?;
+    (total <= 1_000_000).then_some(total)
 }
 
 #[cfg(test)]

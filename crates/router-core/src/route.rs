@@ -5,10 +5,11 @@
 //! is cached like any 404, so a key costs at most one extra service call
 //! per negative TTL.
 
-use crate::forward::trace::Trace;
+use crate::decision::{Action, Decision};
+use crate::resolve::topology::Classification;
 use crate::resolve::{Platform, Resolution, Resolver, SharedCache, TopologyTransport};
-use crate::ruleset::{Action, Decision, Ruleset};
-use crate::topology::Classification;
+use crate::select::Ruleset;
+use crate::trace::Trace;
 use crate::RequestParts;
 
 /// How a request was routed.
@@ -31,7 +32,7 @@ impl Routed<'_> {
     pub fn unavailable(&self) -> bool {
         self.decision.unavailable_on_outage
             && self.resolution.as_ref().is_some_and(|r| {
-                r.classification.is_none() && r.level == crate::resolve::CacheLevel::Fallback
+                r.classification.is_none() && r.level == crate::log::CacheLevel::Fallback
             })
     }
 
@@ -73,12 +74,12 @@ fn resumes_at(decision: &Decision, res: &Resolution) -> Option<usize> {
 /// again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pending {
-    rule: String,
+    rule: Box<str>,
     question: crate::ClassifyRequest,
     next_on_not_found: Option<usize>,
     unavailable_on_outage: bool,
     counts_gateway_statuses: bool,
-    fell_through: Vec<(String, Resolution)>,
+    fell_through: Box<[(Box<str>, Resolution)]>,
 }
 
 /// How far one pass of the rules got.
@@ -167,14 +168,14 @@ impl Pending {
             unreachable!("a walk stops only at a classify decision")
         };
         Pending {
-            rule: decision.rule_id.unwrap_or_default().to_string(),
+            rule: decision.rule_id.unwrap_or_default().into(),
             question,
             next_on_not_found: decision.next_on_not_found,
             unavailable_on_outage: decision.unavailable_on_outage,
             counts_gateway_statuses: decision.counts_gateway_statuses,
             fell_through: fell_through
                 .into_iter()
-                .map(|(rule, res)| (rule.to_string(), res))
+                .map(|(rule, res)| (Box::from(rule), res))
                 .collect(),
         }
     }
@@ -235,6 +236,7 @@ where
     };
     let fell_through: Vec<(&'r str, Resolution)> = pending
         .fell_through
+        .into_vec()
         .into_iter()
         .map(|(rule, res)| (id(&rule), res))
         .collect();
@@ -296,8 +298,9 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::resolve::{CacheLevel, CachedAnswer, ClientPolicy, RawAnswer, TransportError};
-    use crate::topology::CachePolicy;
+    use crate::log::CacheLevel;
+    use crate::resolve::topology::CachePolicy;
+    use crate::resolve::{CachedAnswer, ClientPolicy, RawAnswer, TransportError};
 
     /// A Topology Service that knows some bodies and counts every call.
     #[derive(Default)]

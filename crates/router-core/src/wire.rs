@@ -157,17 +157,17 @@ pub struct Signing {
 }
 
 /// What the entry reports back (`cellOutcome`) after forwarding to a
-/// listed cell's address ([`crate::cells::circuit`]): a fetch that threw,
+/// listed cell's address ([`crate::resolve::cells::circuit`]): a fetch that threw,
 /// response headers that did not come within `headers_timeout_ms`, and a
 /// status in `report_statuses`. For any other response it only writes the
 /// time into the circuit's answered slot (no call into wasm).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Report {
-    /// The circuit ([`crate::cells::circuit_index`]).
+    /// The circuit ([`crate::resolve::cells::circuit_index`]).
     pub circuit: usize,
     /// A trial request: every outcome is reported.
     pub trial: bool,
-    /// A WebSocket or long poll ([`crate::cells::circuit::is_long_lived`]).
+    /// A WebSocket or long poll ([`crate::resolve::cells::circuit::is_long_lived`]).
     pub long_lived: bool,
     /// The request has no body: its failure is the cell's (a failed upload
     /// may be the client's).
@@ -175,7 +175,7 @@ pub struct Report {
     /// Its rule counts 502, 503 and 504 (`circuit.countGatewayStatuses`).
     pub gateway_statuses: bool,
     /// After this long without response headers the entry reports
-    /// [`crate::cells::circuit::NO_HEADERS`]; 0: never.
+    /// [`crate::resolve::cells::circuit::NO_HEADERS`]; 0: never.
     pub headers_timeout_ms: u32,
 }
 

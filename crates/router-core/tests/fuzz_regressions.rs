@@ -6,8 +6,8 @@
 //! tests after them are the three problems the hostile suite found through workerd.
 
 use router_core::forward::drops_header;
-use router_core::jwt::{header_alg, unverified_claims};
-use router_core::token::decode_routable_token;
+use router_core::select::transform::jwt_claims::{header_alg, unverified_claims};
+use router_core::select::transform::routable_token::decode_routable_token;
 use router_core::{Action, ClassifyKind, RequestParts, Ruleset};
 
 const HEX32: &str = "0123456789abcdef0123456789abcdef";

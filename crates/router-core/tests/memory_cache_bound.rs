@@ -9,13 +9,13 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use router_core::classify::{ClassifyKind, ClassifyRequest, Target};
-use router_core::forward::trace::Trace;
+use router_core::question::{ClassifyKind, ClassifyRequest, Target};
+use router_core::resolve::topology::CachePolicy;
 use router_core::resolve::{
     CachedAnswer, ClientPolicy, Platform, RawAnswer, Resolver, SharedCache, TopologyTransport,
     TransportError,
 };
-use router_core::topology::CachePolicy;
+use router_core::trace::Trace;
 
 struct Counting;
 
@@ -86,6 +86,7 @@ fn question(i: usize) -> ClassifyRequest {
     ClassifyRequest {
         kind: ClassifyKind::Claim(0),
         value: Some(format!("some-group-{i:08}/project")),
+        method: None,
         target: Target::Web,
     }
 }

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use router_core::ruleset::{OwnedRegexFacts, RegexFacts};
-use router_core::token::encode_routable_token;
+use router_core::select::transform::routable_token::encode_routable_token;
+use router_core::select::{OwnedRegexFacts, RegexFacts};
 use router_core::{RequestParts, Ruleset};
 use serde_json::Value;
 
@@ -135,6 +135,7 @@ fn every_ruleset_decides_as_its_table_says() {
 #[test]
 fn the_expander_makes_tokens_that_decode() {
     let token = expand("{{token:glpat-:c=11,o=1}}");
-    let fields = router_core::token::decode_routable_token(&token).unwrap();
+    let fields =
+        router_core::select::transform::routable_token::decode_routable_token(&token).unwrap();
     assert!(fields.contains(&("c".to_string(), "11".to_string())));
 }

@@ -106,7 +106,7 @@ pub fn sent_claim(decision: &Decision<'_>) -> Option<(&'static str, String)> {
     match &decision.action {
         Action::Classify(q) => match q.kind {
             router_core::ClassifyKind::Claim(i) => Some((
-                router_core::classify::CLAIM_TYPES[i].1,
+                router_core::question::CLAIM_TYPES[i].1,
                 q.value.clone().unwrap_or_default(),
             )),
             _ => None,
@@ -141,6 +141,7 @@ mod tests {
             action: Action::Classify(router_core::ClassifyRequest {
                 kind: router_core::ClassifyKind::FirstCell,
                 value: None,
+                method: None,
                 target: router_core::Target::Web,
             }),
             next_on_not_found: None,

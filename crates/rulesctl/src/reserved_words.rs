@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use router_core::reserved::{ReservedList, RESERVED_TOP_LEVEL_ROUTES_TXT};
+use router_core::select::reserved::{ReservedList, RESERVED_TOP_LEVEL_ROUTES_TXT};
 
 use crate::route_claims::{Claim, Table};
 use crate::route_template::{Template, Token};

@@ -15,7 +15,7 @@
 
 use std::fmt;
 
-use router_core::reserved::is_reserved_top_level_route;
+use router_core::select::reserved::is_reserved_top_level_route;
 
 /// How a parameter's value names its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

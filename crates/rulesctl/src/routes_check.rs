@@ -16,7 +16,7 @@ use crate::route_claims::{Claim, Expected, Table};
 use crate::route_template::{Token, DOTTED_GLOB, DOTTED_PARAM, GLOB, PARAM};
 use crate::rules::{self, RulesDir};
 use crate::snapshot::{Route, Snapshot};
-use router_core::reserved::is_reserved_top_level_route;
+use router_core::select::reserved::is_reserved_top_level_route;
 use router_core::{RequestParts, Ruleset};
 
 pub const HELP: &str = "\

@@ -2,7 +2,9 @@
 
 use std::io::Read;
 
-use router_core::token::{decode_routable_token, encode_routable_token};
+use router_core::select::transform::routable_token::{
+    decode_routable_token, encode_routable_token,
+};
 
 use crate::cli::{set_once, unknown, Arg, Args, Failure, Outcome};
 use crate::decision::json_str;

@@ -70,7 +70,7 @@ fn schema_enums_follow_the_core() {
     let schema = schema();
     let mut types = vec!["FIRST_CELL", "SESSION_PREFIX", "CELL_ID"];
     types.extend(
-        router_core::classify::CLAIM_TYPES
+        router_core::question::CLAIM_TYPES
             .iter()
             .map(|(upper, _)| *upper),
     );
@@ -80,7 +80,7 @@ fn schema_enums_follow_the_core() {
     );
     for kind in enum_at(&schema, "/$defs/transform/properties/type/enum") {
         assert!(
-            router_core::transform::TransformKind::parse(kind).is_some(),
+            router_core::select::transform::TransformKind::parse(kind).is_some(),
             "{kind}"
         );
     }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use serde_json::{Map, Value};
 
-use router_core::classify::CLAIM_TYPES;
+use router_core::question::CLAIM_TYPES;
 
 use crate::config::{normalize_route, Config};
 
@@ -367,7 +367,7 @@ impl Directory {
                 exact: true,
             };
         }
-        if router_core::reserved::is_reserved_top_level_route(first) {
+        if router_core::select::reserved::is_reserved_top_level_route(first) {
             return Learned::Found {
                 path: format!("/{first}"),
                 cell: 0,

@@ -321,10 +321,7 @@ impl Topology {
         // A strict service: trace headers it cannot read are the caller's
         // error, as a real gRPC gateway answers them.
         if let Some(t) = header_str(&parts.headers, "traceparent") {
-            if !router_core::forward::trace::is_traceparent(t)
-                || !t.starts_with("00-")
-                || t.len() != 55
-            {
+            if !router_core::trace::is_traceparent(t) || !t.starts_with("00-") || t.len() != 55 {
                 return error_response(400, "invalid traceparent");
             }
         }

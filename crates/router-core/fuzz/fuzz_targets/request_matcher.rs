@@ -62,7 +62,7 @@ fn fix_crc(value: &str) -> String {
             let start = head.rfind([' ', ':']).map_or(0, |i| i + 1);
             format!(
                 "{head}{}",
-                router_core::token::crc_field(head[start..].as_bytes())
+                router_core::select::transform::routable_token::crc_field(head[start..].as_bytes())
             )
         }
     }

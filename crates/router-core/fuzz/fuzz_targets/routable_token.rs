@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use router_core::token::{decode_routable_token, MAX_TOKEN_LEN};
+use router_core::select::transform::routable_token::{decode_routable_token, MAX_TOKEN_LEN};
 
 fn check(input: &str) {
     if let Some(fields) = decode_routable_token(input) {
@@ -27,6 +27,6 @@ fuzz_target!(|data: &[u8]| {
     check(input);
     check(&format!(
         "{input}{}",
-        router_core::token::crc_field(input.as_bytes())
+        router_core::select::transform::routable_token::crc_field(input.as_bytes())
     ));
 });

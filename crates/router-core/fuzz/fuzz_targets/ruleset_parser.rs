@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use router_core::ruleset::HeaderInterest;
+use router_core::select::HeaderInterest;
 use router_core::{Action, RequestParts, Ruleset};
 
 fn probes() -> Vec<RequestParts> {

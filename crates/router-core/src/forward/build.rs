@@ -10,16 +10,15 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 
-use crate::cells::{self, Admission, CellHealth, Change, OpenedBy, Outcome};
-use crate::classify::{ClassifyKind, ClassifyRequest, Target};
-use crate::config::{Config, RequestLogging, SigningPolicy};
+use crate::decision::Action;
 use crate::error::RouterError;
-use crate::log::RequestLog;
+use crate::log::CacheLevel;
+use crate::log::{RequestLog, RequestLogging};
 use crate::platform::Platform;
-use crate::resolve::CacheLevel;
+use crate::question::{ClassifyKind, ClassifyRequest, Target};
+use crate::resolve::cells::{self, Admission, CellHealth, Change, OpenedBy, Outcome};
+use crate::resolve::topology::Classification;
 use crate::route::Routed;
-use crate::ruleset::Action;
-use crate::topology::Classification;
 use crate::wire::{Answer, Failure, Forward, LogPlan, Plan, Report, Signing};
 
 use super::headers::{
@@ -27,9 +26,10 @@ use super::headers::{
     VERSION_OVERRIDES, X_FORWARDED_FOR, X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 use super::incoming::Incoming;
+use super::settings::{Settings, SigningPolicy};
 use super::signing::{SignedRequest, SIGNATURE_HEADER};
-use super::trace::{uuid_v4, TRACESTATE_HEADER};
 use super::upstream::{upstream_url, AllowList};
+use crate::trace::{uuid_v4, TRACESTATE_HEADER};
 
 /// The router in one isolate, as the forward phase reads it: settings made
 /// once, the cells' circuits, and what the control document says now.
@@ -38,7 +38,8 @@ pub struct Router<'i> {
     pub ruleset: &'i str,
     /// The Worker version answering (the version metadata binding's id).
     pub version: Option<&'i str>,
-    pub config: &'i Config,
+    /// The isolate's settings as this phase reads them.
+    pub settings: Settings<'i>,
     /// The configured allow-list plus the legacy cell, the fixed addresses
     /// and the listed cells.
     pub allowed: &'i AllowList,
@@ -81,7 +82,7 @@ pub fn plan<'a, P: Platform>(
     routed: Option<&Routed<'a>>,
 ) -> Plan<'a> {
     let mut log = router.request_log(incoming);
-    if let Some(refusal) = refused_before_routing(router.config, &incoming.parts) {
+    if let Some(refusal) = refused_before_routing(&router.settings, &incoming.parts) {
         return answer(&log, refusal);
     }
     let mut rule_type = None;
@@ -91,7 +92,8 @@ pub fn plan<'a, P: Platform>(
     let classified = routed.is_some_and(|r| {
         matches!(r.decision.action, Action::Classify(_)) || !r.fell_through.is_empty()
     });
-    let not_found_deadline_ms = not_found_deadline(router.config, classified, || platform.random());
+    let not_found_deadline_ms =
+        not_found_deadline(&router.settings, classified, || platform.random());
     if let Some(d) = routed.map(|r| &r.decision) {
         log.rule = d.rule_id;
         log.action = d.action.name();
@@ -112,7 +114,7 @@ pub fn plan<'a, P: Platform>(
     }
     let address = match target_of(router, platform, routed, &mut log) {
         Err(e) => return failed(log, e),
-        Ok(address) => address.or_else(|| router.config.proxy_host.clone()),
+        Ok(address) => address.or_else(|| router.settings.proxy_host.map(str::to_owned)),
     };
     let Some(address) = address else {
         return failed(log, RouterError::NoLegacyCell);
@@ -126,8 +128,8 @@ pub fn plan<'a, P: Platform>(
     // A listed cell: its address's circuit decides between forwarding and a
     // fast 503.
     let mut report = None;
-    if let Some(circuit) = router.config.cells.circuit_of_address(&address) {
-        let cell = &router.config.cells.cells()[cells::health::cell_of_circuit(circuit)];
+    if let Some(circuit) = router.settings.cells.circuit_of_address(&address) {
+        let cell = &router.settings.cells.cells()[cells::health::cell_of_circuit(circuit)];
         log.cell = Some(cell.id);
         let long_lived = cells::circuit::is_long_lived(&parts.path, parts.header("upgrade"));
         let trial_eligible = !body && !long_lived;
@@ -168,7 +170,7 @@ pub fn plan<'a, P: Platform>(
                     counts_failures,
                     gateway_statuses: routed.is_some_and(|r| r.decision.counts_gateway_statuses),
                     headers_timeout_ms: if counts_failures && !long_lived {
-                        router.config.circuits.headers_timeout_ms
+                        router.settings.headers_timeout_ms
                     } else {
                         0
                     },
@@ -177,13 +179,13 @@ pub fn plan<'a, P: Platform>(
         }
     }
     let url = upstream_url(
-        router.config.upstream_scheme,
+        router.settings.upstream_scheme,
         &address,
         &parts.path,
         &parts.query,
     );
     // The JWT's header and claims; the entry has the platform sign them.
-    let signing_input = match (&router.config.signer, router.config.signing_policy) {
+    let signing_input = match (router.settings.signer, router.settings.signing_policy) {
         (Ok(Some(signer)), _) => {
             let mut jti = [0u8; 16];
             platform.random_bytes(&mut jti);
@@ -253,7 +255,7 @@ pub fn plan<'a, P: Platform>(
     let signing = signing_input.map(|input| Signing {
         input,
         header: SIGNATURE_HEADER.to_string(),
-        on_failure: (router.config.signing_policy == SigningPolicy::Required).then(|| Failure {
+        on_failure: (router.settings.signing_policy == SigningPolicy::Required).then(|| Failure {
             answer: RouterError::SigningFailed(String::new()).answer(),
             log_error_open: log.error_open("request signing failed: "),
         }),
@@ -304,7 +306,7 @@ pub fn report_outcome(
     let report = Report::decode(circuit, flags)?;
     let outcome = Outcome::of(status, retry_after, report.gateway_statuses);
     let cell = router
-        .config
+        .settings
         .cells
         .cells()
         .get(cells::health::cell_of_circuit(circuit))?;
@@ -377,7 +379,7 @@ fn target_of<'r, P: Platform>(
         Action::Classify(question) => question,
     };
     let Some(res) = &routed.resolution else {
-        if let Some(address) = static_target(router.config, question, log) {
+        if let Some(address) = static_target(&router.settings, question, log) {
             return address.map(Some);
         }
         log.cache = Some(CacheLevel::Fallback);
@@ -394,11 +396,11 @@ fn target_of<'r, P: Platform>(
     match &res.classification {
         // The service could not answer and nothing was cached: a listed
         // cell the key names, else the rule's outage policy.
-        None => match static_target(router.config, question, log) {
+        None => match static_target(&router.settings, question, log) {
             Some(address) => address.map(Some),
             None if routed.unavailable() => {
                 let error = RouterError::OutageUnavailable {
-                    retry_after_secs: router.config.client.guard.open_ms.div_ceil(1000).max(1),
+                    retry_after_secs: router.settings.outage_retry_after_secs,
                     registry: question.target == Target::Registry,
                 };
                 Err(error)
@@ -429,7 +431,7 @@ fn target_of<'r, P: Platform>(
 /// naming a cell of `GITLAB_CELLS` goes to that cell (`None`: the key
 /// names no listed cell).
 fn static_target(
-    config: &Config,
+    settings: &Settings,
     question: &ClassifyRequest,
     log: &mut RequestLog,
 ) -> Option<Result<String, RouterError>> {
@@ -439,7 +441,7 @@ fn static_target(
     ) {
         return None;
     }
-    let cell = config
+    let cell = settings
         .cells
         .named_by(question.kind, question.value.as_deref()?)?;
     log.cache = Some(CacheLevel::Static);
@@ -462,11 +464,11 @@ fn spread<P: Platform>(router: &Router, platform: &P, log: &mut RequestLog) -> O
     match chosen {
         Some(i) => {
             log.chosen_by = Some("spread");
-            Some(router.config.cells.cells()[i].address.clone())
+            Some(router.settings.cells.cells()[i].address.clone())
         }
         None => {
             log.chosen_by = Some("legacy");
-            if !router.config.cells.is_empty() {
+            if !router.settings.cells.is_empty() {
                 log.add_error("spread: no healthy cell in GITLAB_CELLS; the legacy cell serves it");
             }
             None
@@ -483,7 +485,10 @@ fn is_bodiless(method: &str) -> bool {
 /// and `CONNECT` (405), and a request naming a Worker version
 /// (`Cloudflare-Workers-Version-Overrides`) without the deploy's smoke-test
 /// secret (403: only the smoke test may reach a version at 0 %).
-fn refused_before_routing(config: &Config, parts: &crate::request::RequestParts) -> Option<Answer> {
+fn refused_before_routing(
+    settings: &Settings,
+    parts: &crate::request::RequestParts,
+) -> Option<Answer> {
     if parts.method.eq_ignore_ascii_case("TRACE") || parts.method.eq_ignore_ascii_case("CONNECT") {
         let mut answer = Answer::text(
             405,
@@ -499,10 +504,8 @@ fn refused_before_routing(config: &Config, parts: &crate::request::RequestParts)
         return Some(answer);
     }
     parts.header(VERSION_OVERRIDES)?;
-    let allowed = headers::is_smoke_test(
-        parts.header(SMOKE_TEST_HEADER),
-        config.smoke_test_secret.as_deref(),
-    );
+    let allowed =
+        headers::is_smoke_test(parts.header(SMOKE_TEST_HEADER), settings.smoke_test_secret);
     (!allowed).then(|| {
         Answer::text(
             403,
@@ -531,11 +534,11 @@ fn log_plan(logging: RequestLogging, log: &RequestLog, random: impl FnOnce() -> 
 /// time: the answer's timing then does not depend on which cell answered,
 /// or how fast, as long as it answered before the deadline.
 pub(crate) fn not_found_deadline(
-    config: &Config,
+    settings: &Settings,
     classified: bool,
     random: impl FnOnce() -> f64,
 ) -> u32 {
-    match config.not_found_delay {
+    match settings.not_found_delay {
         Some(range) if classified => range.pick(random()),
         _ => 0,
     }

@@ -62,7 +62,7 @@ const CLIENT_FORBIDDEN: &[&str] = &[
     "cloudflare-workers-version-key",
     // Vendor state of the client's trace: the router sets it again when
     // it keeps the client's `traceparent` (crate::trace).
-    crate::forward::trace::TRACESTATE_HEADER,
+    crate::trace::TRACESTATE_HEADER,
 ];
 
 /// Cloudflare's gradual-deployment override: a request that carries it

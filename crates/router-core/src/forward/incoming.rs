@@ -6,7 +6,7 @@
 use crate::platform::Platform;
 use crate::request::{RequestParts, UrlParts};
 
-use super::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
+use crate::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Incoming {

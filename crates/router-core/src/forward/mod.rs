@@ -8,8 +8,8 @@ pub mod answer;
 pub mod build;
 pub mod headers;
 pub mod incoming;
+pub mod settings;
 pub mod signing;
-pub mod trace;
 pub mod upstream;
 
 pub use build::{plan, Router};
@@ -20,4 +20,5 @@ pub use headers::{
     VERSION_OVERRIDES, X_FORWARDED_FOR, X_FORWARDED_HOST, X_FORWARDED_PROTO,
 };
 pub use incoming::Incoming;
-pub use upstream::{upstream_url, validate_address, AllowList};
+pub use settings::{DelayRange, Settings, SigningPolicy};
+pub use upstream::{upstream_url, AllowList};

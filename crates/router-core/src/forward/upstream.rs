@@ -1,6 +1,8 @@
 //! Where a forwarded request goes: the cell's URL, and the allow-list of
 //! upstream hosts the router may proxy to (the SSRF guard).
 
+use crate::address::validate_address;
+
 /// `scheme://address/path?query` for the cell.
 pub fn upstream_url(scheme: &str, address: &str, path: &str, query: &str) -> String {
     let mut url =
@@ -14,42 +16,6 @@ pub fn upstream_url(scheme: &str, address: &str, path: &str, query: &str) -> Str
         url.push_str(query);
     }
     url
-}
-
-/// Checks that an address is a bare `host[:port]`: no scheme, userinfo,
-/// path or whitespace, a DNS name or IPv4 literal, a port in range.
-pub fn validate_address(address: &str) -> Result<(), String> {
-    let (host, port) = split_host_port(address)?;
-    if host.is_empty() || host.len() > 253 {
-        return Err(format!("{address:?}: empty or overlong host"));
-    }
-    let ok_label = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-    };
-    if !host.split('.').all(ok_label) {
-        return Err(format!("{address:?}: not a host name"));
-    }
-    if let Some(port) = port {
-        match port.parse::<u16>() {
-            Ok(p) if p > 0 => {}
-            _ => return Err(format!("{address:?}: bad port")),
-        }
-    }
-    Ok(())
-}
-
-fn split_host_port(address: &str) -> Result<(&str, Option<&str>), String> {
-    if address.contains(['/', '@', '?', '#', '\\', ' ', '\t', '\r', '\n', '[', ']']) {
-        return Err(format!("{address:?}: expected host[:port] only"));
-    }
-    Ok(match address.rsplit_once(':') {
-        Some((h, p)) => (h, Some(p)),
-        None => (address, None),
-    })
 }
 
 /// The upstream hosts the router may proxy to (the SSRF guard). Entries:
@@ -183,24 +149,6 @@ mod tests {
             upstream_url("http", "127.0.0.1:9102", "", ""),
             "http://127.0.0.1:9102/"
         );
-    }
-
-    #[test]
-    fn validates_addresses() {
-        for ok in [
-            "cell-2.example.com",
-            "127.0.0.1:9102",
-            "localhost",
-            "a.b:443",
-        ] {
-            assert!(validate_address(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "", "http://x", "user@x", "x/y", "x y", "x:0", "x:99999", "x:", "-x.com", "x..com",
-            "[::1]:80", "x\r\n",
-        ] {
-            assert!(validate_address(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

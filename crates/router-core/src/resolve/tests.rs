@@ -7,9 +7,9 @@ use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
 
 use super::*;
-use crate::classify::{ClassifyKind, Target};
-use crate::guard::GuardPolicy;
-use crate::topology::CellAnswer;
+use crate::question::{ClassifyKind, Target};
+use crate::resolve::guard::GuardPolicy;
+use crate::resolve::topology::CellAnswer;
 
 /// A virtual clock: sleeping advances it at once, so tests are exact.
 #[derive(Default)]
@@ -104,7 +104,7 @@ impl TopologyTransport for Rc<FakeService> {
         &self,
         _body: &str,
         timeout_ms: u32,
-        _: &crate::forward::trace::Trace,
+        _: &crate::trace::Trace,
     ) -> Result<RawAnswer, TransportError> {
         self.calls.set(self.calls.get() + 1);
         self.gate.wait().await;
@@ -128,7 +128,7 @@ impl TopologyTransport for Rc<FakeService> {
         method: &str,
         path: &str,
         timeout_ms: u32,
-        trace: &crate::forward::trace::Trace,
+        trace: &crate::trace::Trace,
     ) -> Result<RawAnswer, TransportError> {
         self.learned.borrow_mut().push(format!("{method} {path}"));
         self.classify("", timeout_ms, trace).await
@@ -145,7 +145,7 @@ fn learned(body: &str, cache_control: &str) -> Result<RawAnswer, TransportError>
 }
 
 fn learn_q(path: &str) -> ClassifyRequest {
-    crate::learn::question("GET", path, Target::Web)
+    ClassifyRequest::learn("GET", path, Target::Web)
 }
 
 const PREFIX_G: &str =
@@ -204,7 +204,7 @@ fn an_exact_learn_answer_covers_only_its_method_and_path() {
         resolver.resolve_from_memory(&learn_q("/-/profile/keys")),
         None
     );
-    let post = crate::learn::question("POST", "/-/profile", Target::Web);
+    let post = ClassifyRequest::learn("POST", "/-/profile", Target::Web);
     assert_eq!(resolver.resolve_from_memory(&post), None);
     // A 404 is a negative answer for that path alone.
     service.push(status(404));
@@ -326,6 +326,7 @@ fn session(prefix: &str) -> ClassifyRequest {
     ClassifyRequest {
         kind: ClassifyKind::SessionPrefix,
         value: Some(prefix.into()),
+        method: None,
         target: Target::Web,
     }
 }

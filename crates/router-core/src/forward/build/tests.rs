@@ -6,10 +6,10 @@ use std::borrow::Cow;
 use std::cell::Cell;
 
 use super::*;
-use crate::cells;
 use crate::config::Config;
-use crate::forward::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use crate::isolate::IsolateState;
+use crate::resolve::cells;
+use crate::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use crate::Ruleset;
 
 /// Time and randomness the tests set: a fixed clock, a chosen draw, CSPRNG
@@ -342,7 +342,7 @@ fn a_write_during_an_outage_is_refused_with_retry_after_and_a_read_falls_back() 
     let stale = Routed {
         resolution: Some(Resolution {
             level: CacheLevel::Stale,
-            classification: Some(crate::topology::Classification::NotFound),
+            classification: Some(crate::resolve::topology::Classification::NotFound),
             ..outage.clone()
         }),
         ..decided(&iso, &push)
@@ -365,8 +365,8 @@ fn a_write_during_an_outage_is_refused_with_retry_after_and_a_read_falls_back() 
 
 #[test]
 fn a_stale_not_found_that_handed_a_request_on_is_in_its_log_line() {
+    use crate::resolve::topology::Classification;
     use crate::resolve::Resolution;
-    use crate::topology::Classification;
     let (iso, _) = isolate_with(LEGACY);
     let req = incoming(&iso, "https://gitlab.com/some-group/app", &[]);
     let rules = iso.ruleset.as_ref().unwrap();
@@ -583,15 +583,23 @@ fn only_classified_requests_get_a_not_found_delay() {
         ("GITLAB_RULES_CONFIG", "cells"),
         ("GITLAB_NOT_FOUND_DELAY_MS", "50-250"),
     ]);
-    assert_eq!(not_found_deadline(&iso.config, true, || 0.0), 50);
-    assert_eq!(not_found_deadline(&iso.config, true, || 0.999), 250);
     assert_eq!(
-        not_found_deadline(&iso.config, false, || panic!("not drawn")),
+        not_found_deadline(&iso.config.forward_settings(), true, || 0.0),
+        50
+    );
+    assert_eq!(
+        not_found_deadline(&iso.config.forward_settings(), true, || 0.999),
+        250
+    );
+    assert_eq!(
+        not_found_deadline(&iso.config.forward_settings(), false, || panic!(
+            "not drawn"
+        )),
         0
     );
     let (off, _) = isolate_with(LEGACY);
     assert_eq!(
-        not_found_deadline(&off.config, true, || panic!("not drawn")),
+        not_found_deadline(&off.config.forward_settings(), true, || panic!("not drawn")),
         0
     );
     // A fixed route's plan carries none.

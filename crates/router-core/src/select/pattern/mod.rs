@@ -21,10 +21,12 @@ use std::sync::OnceLock;
 
 use regex_syntax::ast::{self, Ast};
 
-use super::frame::capture_frame;
-use super::js_classes::{unavailable, with_js_classes};
-use super::prefix::required_prefixes;
-use super::sequence;
+mod js_classes;
+mod prefix;
+mod sequence;
+
+use js_classes::{unavailable, with_js_classes};
+use prefix::required_prefixes;
 
 /// What `build.rs` records of one regex of a ruleset, so that a fresh
 /// isolate loads it without parsing the regex.
@@ -36,9 +38,6 @@ pub struct RegexFacts<'a> {
     /// Every match starts with one of these (`prefix.rs`); `None`: no
     /// such list.
     pub prefixes: Option<&'a [&'a [u8]]>,
-    /// The bytes before and after its one group in every match
-    /// (`frame.rs`); `None`: not of that shape.
-    pub frame: Option<(u32, u32)>,
     /// The regex as a sequence (`sequence.rs`); `None`: not one.
     pub sequence: Option<&'a [u32]>,
 }
@@ -51,7 +50,6 @@ pub struct OwnedRegexFacts<'a> {
     pub source: &'a str,
     pub names: Vec<Option<&'a str>>,
     pub prefixes: Option<Vec<&'a [u8]>>,
-    pub frame: Option<(u32, u32)>,
     pub sequence: Option<&'a [u32]>,
 }
 
@@ -61,7 +59,6 @@ impl OwnedRegexFacts<'_> {
             source: self.source,
             names: &self.names,
             prefixes: self.prefixes.as_deref(),
-            frame: self.frame,
             sequence: self.sequence,
         }
     }
@@ -89,8 +86,6 @@ pub(crate) struct Regex {
     /// A value that starts with none of these does not match (`None`:
     /// every value goes to the regex).
     prefixes: Prefixes,
-    /// See [`RegexFacts::frame`].
-    frame: Option<(u32, u32)>,
     /// See [`RegexFacts::sequence`]: matched without compiling the regex.
     sequence: Option<Box<sequence::Code>>,
     compiled: OnceLock<regex::Regex>,
@@ -103,18 +98,15 @@ type Prefixes = Option<Box<[Box<[u8]>]>>;
 struct Analysis {
     /// Its required prefixes (`prefix.rs`).
     prefixes: Prefixes,
-    /// Its frame (`frame.rs`).
-    frame: Option<(u32, u32)>,
     /// It as a sequence (`sequence.rs`).
     sequence: Option<Box<sequence::Code>>,
 }
 
-/// `source`'s prefixes and frame (its sequence is for the caller to add).
+/// `source`'s prefixes (its sequence is for the caller to add).
 fn analysed(source: &str) -> Analysis {
     Analysis {
         prefixes: required_prefixes(source)
             .map(|ps| ps.into_iter().map(Vec::into_boxed_slice).collect()),
-        frame: capture_frame(source),
         sequence: None,
     }
 }
@@ -132,15 +124,12 @@ impl Regex {
             .map(|n| n.map(Box::from))
             .collect::<Vec<_>>()
             .into_boxed_slice();
-        let Analysis {
-            prefixes, frame, ..
-        } = analysed(source);
+        let Analysis { prefixes, .. } = analysed(source);
         let sequence = sequence::compile(source).map(Vec::into_boxed_slice);
         Ok(Regex {
             source: source.into(),
             names,
             prefixes,
-            frame,
             sequence,
             compiled: OnceLock::from(re),
         })
@@ -162,7 +151,6 @@ impl Regex {
                     prefixes: facts
                         .prefixes
                         .map(|ps| ps.iter().map(|p| Box::from(*p)).collect()),
-                    frame: facts.frame,
                     sequence: facts.sequence.map(Box::from),
                 };
                 (names, analysis)
@@ -184,7 +172,6 @@ impl Regex {
             source: source.into(),
             names: names.into_boxed_slice(),
             prefixes: analysis.prefixes,
-            frame: analysis.frame,
             sequence: analysis.sequence,
             compiled: OnceLock::new(),
         })
@@ -210,7 +197,6 @@ impl Regex {
                 .prefixes
                 .as_ref()
                 .map(|ps| ps.iter().map(|p| &**p).collect()),
-            frame: self.frame,
             sequence: self.sequence.as_deref(),
         }
     }
@@ -244,31 +230,24 @@ impl Regex {
     }
 
     /// For a regex with one capture group that is a sequence
-    /// (`sequence.rs`) or has a frame (`frame.rs`): `Some` of whether
+    /// (`sequence.rs`): `Some` of whether
     /// `haystack` matches and, if so, its group's span; `None` for other
     /// regexes (use [`Regex::captures`]).
     fn group_match(&self, haystack: &str) -> Option<Option<std::ops::Range<usize>>> {
         if self.names.len() != 2 {
             return None;
         }
-        if let Some(code) = &self.sequence {
-            return Some(
-                self.admits(haystack)
-                    .then(|| sequence::find(code, haystack))
-                    .flatten(),
-            );
-        }
-        let (before, after) = self.frame?;
-        // A match is at least `before + after` long.
+        let code = self.sequence.as_ref()?;
         Some(
-            self.is_match(haystack)
-                .then(|| before as usize..haystack.len() - after as usize),
+            self.admits(haystack)
+                .then(|| sequence::find(code, haystack))
+                .flatten(),
         )
     }
 
     /// Matches `haystack`, handing `group` each named group that took part
     /// (its name and span); returns whether it matched. A regex with one
-    /// group that is a sequence or has a frame is answered without the
+    /// group that is a sequence is answered without the
     /// engine's captures.
     pub(crate) fn named_groups<'s>(
         &'s self,
@@ -385,14 +364,12 @@ mod tests {
                 source: "(?<a>x)(y)",
                 names: &[None, Some("a"), None],
                 prefixes: None,
-                frame: None,
                 sequence: None,
             },
             RegexFacts {
                 source: "^z",
                 names: &[None],
                 prefixes: Some(&[b"z"]),
-                frame: None,
                 sequence: None,
             },
         ];
@@ -426,7 +403,6 @@ mod tests {
             source,
             names: &[None, Some("cell")],
             prefixes: Some(&[b"cell-"]),
-            frame: Some((0, 5)),
             sequence: Some(&code),
         }];
         let listed = Regex::lazy(source, table).unwrap();

@@ -22,9 +22,8 @@
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
-use crate::classify::{ClassifyKind, ClassifyRequest, Target};
 use crate::error::RouterError;
-use crate::topology::{CellAnswer, Classification};
+use crate::resolve::topology::{CellAnswer, Classification};
 
 /// The deepest ancestor a lookup tries (segments); deeper prefixes are
 /// not looked up, so a learned prefix deeper than this serves nothing
@@ -34,20 +33,6 @@ pub const MAX_PREFIX_DEPTH: usize = 8;
 
 /// The learn endpoint's path on a cell.
 pub const LEARN_PATH: &str = "/api/v4/internal/cells/learn";
-
-/// A learn question for `method` and `path` (the request path, no query).
-pub fn question(method: &str, path: &str, target: Target) -> ClassifyRequest {
-    ClassifyRequest {
-        kind: ClassifyKind::Learn,
-        value: Some(format!("{method} {path}")),
-        target,
-    }
-}
-
-/// The method and path of a learn question's value (`"GET /a/b"`).
-pub fn method_and_path(value: &str) -> (&str, &str) {
-    value.split_once(' ').unwrap_or(("GET", value))
-}
 
 /// What stays as it is in the learn call's query values: unreserved
 /// characters (RFC 3986) and `/`, which keeps paths readable in logs.
@@ -167,8 +152,7 @@ pub fn parse_answer(status: u16, body: &str, path: &str) -> Result<Learned, Rout
         .address
         .filter(|a| !a.is_empty())
         .ok_or_else(|| bad(format!("no address for cell {:?}", answer.cell)))?;
-    crate::forward::upstream::validate_address(&address)
-        .map_err(|e| bad(format!("address: {e}")))?;
+    crate::address::validate_address(&address).map_err(|e| bad(format!("address: {e}")))?;
     // Either source may be a prefix (`/api`, a group) or one path.
     if !matches!(answer.source.as_str(), "routable" | "fixed") {
         return Err(bad(format!("unknown source {:?}", answer.source)));
@@ -213,6 +197,7 @@ fn json_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::question::{ClassifyRequest, Target};
 
     fn cell(address: &str) -> Classification {
         Classification::Cell(CellAnswer {
@@ -334,11 +319,8 @@ mod tests {
             learn_path_and_query("GET", "/a b/c&d=e"),
             "/api/v4/internal/cells/learn?method=GET&path_info=/a%20b/c%26d%3De"
         );
-        let q = question("POST", "/a/b", Target::Web);
-        assert_eq!(
-            method_and_path(q.value.as_deref().unwrap()),
-            ("POST", "/a/b")
-        );
+        let q = ClassifyRequest::learn("POST", "/a/b", Target::Web);
+        assert_eq!(q.learn_method_and_path(), Some(("POST", "/a/b")));
         assert_eq!(
             q.body(),
             r#"{"learn":{"method":"POST","path_info":"/a/b"}}"#

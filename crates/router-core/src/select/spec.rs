@@ -70,7 +70,7 @@ pub(super) struct RuleSpec {
     #[serde(default)]
     pub(super) reject: Option<RejectSpec>,
     /// How the circuit of the cell a request of this rule goes to counts
-    /// its answers ([`crate::cells::circuit`]).
+    /// its answers ([`crate::resolve::cells::circuit`]).
     #[serde(default)]
     pub(super) circuit: Option<CircuitSpec>,
 }
@@ -140,7 +140,7 @@ pub(super) struct ValidateSpec {
     #[serde(default)]
     pub(super) exist: Vec<String>,
     /// Templates whose value must not be a reserved top-level route
-    /// ([`crate::reserved`]), e.g. the first segment of a path claim.
+    /// ([`crate::select::reserved`]), e.g. the first segment of a path claim.
     #[serde(default, rename = "notReserved", alias = "not_reserved")]
     pub(super) not_reserved: Vec<String>,
     /// Templates whose value may have at most so many characters, e.g. a

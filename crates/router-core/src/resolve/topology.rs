@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::classify::{ClassifyRequest, Target};
 use crate::error::RouterError;
+use crate::question::{ClassifyRequest, Target};
 
 /// A cell as the Topology Service describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,7 +179,7 @@ pub fn cache_tags(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::ClassifyKind;
+    use crate::question::ClassifyKind;
 
     #[test]
     fn accepts_every_spelling_of_proxy() {
@@ -265,6 +265,7 @@ mod tests {
         let req = ClassifyRequest {
             kind: ClassifyKind::SessionPrefix,
             value: Some("cell-2".into()),
+            method: None,
             target: Target::Web,
         };
         let cell = Classification::Cell(CellAnswer {

@@ -350,7 +350,7 @@ mod tests {
     #[test]
     fn shipped_sequences_are_judged_as_the_engine_does() {
         let mut sequences = 0;
-        for (_, rules) in crate::ruleset::tests::shipped_rulesets() {
+        for (_, rules) in crate::select::tests::shipped_rulesets() {
             for facts in rules.regex_facts() {
                 if let Some(code) = facts.sequence {
                     judged_as_the_engine_does(facts.source, code);

@@ -23,7 +23,7 @@ pub use probe::{HealthRecord, ProbeResult, Verdict};
 
 use serde_json::Value;
 
-use crate::forward::upstream::validate_address;
+use crate::address::validate_address;
 
 /// The health path probed when a cell names none (GitLab's readiness
 /// check).

@@ -7,31 +7,29 @@
 //! search the value and are anchored only by `^` / `$`.
 
 mod compile;
-mod decision;
 mod dispatch;
 mod eval;
-mod frame;
-mod js_classes;
-mod lazy;
 mod model;
-mod prefix;
+mod pattern;
+pub mod reserved;
 mod rollout;
-mod sequence;
 mod spec;
+pub mod template;
+pub mod transform;
 
 use serde_json::Value;
 
 use crate::error::RulesetError;
 use crate::request::RequestParts;
 
+use crate::decision::{Action, Decision};
 use compile::{compile_rule, header_interest, RuleCompiler};
-pub use decision::{Action, Decision};
 use dispatch::PathDispatch;
 use eval::Eval;
-use lazy::Regex;
-pub use lazy::{OwnedRegexFacts, RegexFacts, RegexTable};
 pub use model::Rule;
 use model::RuleAction;
+use pattern::Regex;
+pub use pattern::{OwnedRegexFacts, RegexFacts, RegexTable};
 pub use rollout::rollout_bucket;
 use spec::{RuleSpec, RulesetObjectSpec};
 
@@ -71,8 +69,8 @@ impl Ruleset {
     /// build time (the worker's `rules/`, checked by `build.rs`): the same
     /// rules, but each regex is compiled when a request first reaches it,
     /// so a fresh isolate answers its first request without compiling
-    /// regexes it does not need yet (ruleset/lazy.rs), nor for a value
-    /// without one of its required prefixes (ruleset/prefix.rs). `regexes`:
+    /// regexes it does not need yet (select/pattern/mod.rs), nor for a value
+    /// without one of its required prefixes (select/pattern/prefix.rs). `regexes`:
     /// what [`Ruleset::regex_facts`] listed at build time (a regex it does
     /// not list is parsed now).
     pub fn from_prechecked_json(

@@ -36,7 +36,7 @@ pub enum ClassifyKind {
     CellId,
     /// A claim, by its index in [`CLAIM_TYPES`].
     Claim(usize),
-    /// Route learning (`"source": "learn"`, [`crate::learn`]): the value is
+    /// Route learning (`"source": "learn"`, [`crate::resolve::learn`]): the value is
     /// the request's `METHOD path`, asked of a cell, not the service.
     Learn,
 }
@@ -110,12 +110,46 @@ impl Target {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClassifyRequest {
     pub kind: ClassifyKind,
-    /// The key; `None` only for `FIRST_CELL`.
+    /// The key; `None` only for `FIRST_CELL`. A learn question's is the
+    /// request path.
     pub value: Option<String>,
+    /// A learn question's request method; `None` for every other kind.
+    pub method: Option<Box<str>>,
     pub target: Target,
 }
 
 impl ClassifyRequest {
+    /// A question of `kind` about `value`.
+    pub fn new(kind: ClassifyKind, value: Option<String>, target: Target) -> ClassifyRequest {
+        ClassifyRequest {
+            kind,
+            value,
+            method: None,
+            target,
+        }
+    }
+
+    /// A learn question (route learning) for `method` and `path` (the
+    /// request path, no query).
+    pub fn learn(method: &str, path: &str, target: Target) -> ClassifyRequest {
+        ClassifyRequest {
+            kind: ClassifyKind::Learn,
+            value: Some(path.to_owned()),
+            method: Some(method.into()),
+            target,
+        }
+    }
+
+    /// A learn question's method and path; `None` for other kinds.
+    pub fn learn_method_and_path(&self) -> Option<(&str, &str)> {
+        (self.kind == ClassifyKind::Learn).then(|| {
+            (
+                self.method.as_deref().unwrap_or("GET"),
+                self.value.as_deref().unwrap_or(""),
+            )
+        })
+    }
+
     /// The exact JSON body POSTed to `/v1/classify`. It is canonical (fixed
     /// key order, `target` only when not `web`), so it doubles as the cache
     /// key's input.
@@ -134,7 +168,8 @@ impl ClassifyRequest {
             }
             ClassifyKind::FirstCell => body.push_str(r#"{"type":"FIRST_CELL""#),
             ClassifyKind::Learn => {
-                let (method, path) = crate::learn::method_and_path(value);
+                let method = self.method.as_deref().unwrap_or("GET");
+                let path = value;
                 body.push_str(r#"{"learn":{"method":"#);
                 push_quoted(&mut body, method);
                 body.push_str(r#","path_info":"#);
@@ -187,11 +222,11 @@ mod tests {
     use serde_json::Value;
 
     fn req(kind: &str, value: Option<&str>, target: Target) -> ClassifyRequest {
-        ClassifyRequest {
-            kind: ClassifyKind::parse(kind).unwrap(),
-            value: value.map(str::to_string),
+        ClassifyRequest::new(
+            ClassifyKind::parse(kind).unwrap(),
+            value.map(str::to_string),
             target,
-        }
+        )
     }
 
     #[test]

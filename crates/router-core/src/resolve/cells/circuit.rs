@@ -1,6 +1,6 @@
 //! Passive health: a circuit per upstream address of every listed cell
 //! (its web address and its registry address apart), per isolate, as a
-//! pure state machine over the caller's clock (like [`crate::guard`] for
+//! pure state machine over the caller's clock (like [`crate::resolve::guard`] for
 //! the Topology Service).
 //!
 //! Only the cell's own failure opens a circuit (docs/decisions.md, "Cell

@@ -2,14 +2,14 @@
 
 use std::borrow::Cow;
 
-use super::lazy::Regex;
+use super::pattern::Regex;
 
 use super::model::*;
 use super::Action;
-use crate::classify::{ClassifyKind, ClassifyRequest};
+use crate::question::{ClassifyKind, ClassifyRequest};
 use crate::request::RequestParts;
-use crate::template::{Scope, Segment};
-use crate::transform::Output;
+use crate::select::template::{Scope, Segment};
+use crate::select::transform::Output;
 
 /// Per-request scratch space for one rule's captures and transform outputs.
 #[derive(Default)]
@@ -176,7 +176,7 @@ impl Rule {
             }
         }
         for guarded in &self.not_reserved {
-            if crate::reserved::is_reserved_top_level_route(&guarded.render(eval)?) {
+            if crate::select::reserved::is_reserved_top_level_route(&guarded.render(eval)?) {
                 return None;
             }
         }
@@ -200,7 +200,7 @@ impl Rule {
                 target,
                 ..
             } if *kind == ClassifyKind::Learn => {
-                Action::Classify(crate::learn::question(&req.method, &req.path, *target))
+                Action::Classify(ClassifyRequest::learn(&req.method, &req.path, *target))
             }
             RuleAction::Classify {
                 kind,
@@ -213,6 +213,7 @@ impl Rule {
                     Some(t) => Some(t.render(eval)?),
                     None => None,
                 },
+                method: None,
                 target: *target,
             }),
         })

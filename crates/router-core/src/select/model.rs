@@ -1,10 +1,10 @@
 //! The compiled form of a rule: regexes compiled, templates resolved.
 
-use super::lazy::Regex;
+use super::pattern::Regex;
 
-use crate::classify::{ClassifyKind, Target};
-use crate::template::Template;
-use crate::transform::TransformKind;
+use crate::question::{ClassifyKind, Target};
+use crate::select::template::Template;
+use crate::select::transform::TransformKind;
 
 /// One compiled rule.
 #[derive(Debug)]

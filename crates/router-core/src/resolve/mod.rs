@@ -22,19 +22,25 @@
 //! timers (every [`COALESCE_POLL_MS`]), which costs them a few milliseconds
 //! only when they actually coalesce.
 
+pub mod cells;
+pub mod guard;
+pub mod learn;
+pub mod topology;
+
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::classify::{ClassifyKind, ClassifyRequest};
 use crate::error::RouterError;
-use crate::forward::trace::Trace;
-use crate::guard::{GuardPolicy, Refusal, ServiceGuard};
-use crate::learn::{self, Scope};
+use crate::log::CacheLevel;
 pub use crate::platform::Platform;
-use crate::topology::{cache_tags, parse_answer, CachePolicy, Classification};
+use crate::question::{ClassifyKind, ClassifyRequest};
+use crate::resolve::guard::{GuardPolicy, Refusal, ServiceGuard};
+use crate::resolve::topology::{cache_tags, parse_answer, CachePolicy, Classification};
+use crate::trace::Trace;
+use learn::Scope;
 
 /// What the Topology Service sent back.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -64,7 +70,7 @@ pub trait TopologyTransport {
         trace: &Trace,
     ) -> Result<RawAnswer, TransportError>;
 
-    /// One route-learning attempt ([`crate::learn`]): `GET` the learn
+    /// One route-learning attempt ([`crate::resolve::learn`]): `GET` the learn
     /// endpoint of the cell chosen for it, for `method` and `path`. None by
     /// default: a transport without a cell to ask fails every call, and the
     /// request goes to the legacy cell.
@@ -117,7 +123,7 @@ pub struct ClientPolicy {
     pub backoff_max_ms: u32,
     /// Entries the memory cache holds.
     pub memory_entries: usize,
-    /// The retry budget and circuit breaker ([`crate::guard`]).
+    /// The retry budget and circuit breaker ([`crate::resolve::guard`]).
     pub guard: GuardPolicy,
 }
 
@@ -155,20 +161,6 @@ impl ClientPolicy {
             .saturating_mul(attempts)
             .saturating_add(backoffs)
     }
-}
-
-/// Which level answered, as the log line says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CacheLevel {
-    Memory,
-    CacheApi,
-    Service,
-    Stale,
-    Fallback,
-    /// The Topology Service could not answer and nothing was cached: the
-    /// key named a cell of `GITLAB_CELLS` (decided by the edge).
-    Static,
 }
 
 /// The result of resolving one classify request.
@@ -369,10 +361,12 @@ where
         let own = memory
             .get(key, now)
             .map(|(e, fresh)| (e.classification.clone(), fresh));
-        if request.kind != ClassifyKind::Learn || matches!(own, Some((_, true))) {
+        let Some((_, path)) = request.learn_method_and_path() else {
+            return own;
+        };
+        if matches!(own, Some((_, true))) {
             return own;
         }
-        let (_, path) = learn::method_and_path(request.value.as_deref().unwrap_or(""));
         let mut stale = own;
         for prefix in learn::ancestors(path) {
             match memory.get(&learn::prefix_key(prefix), now) {
@@ -421,7 +415,7 @@ where
         // of its path; any other by its own entry.
         let mut keys = vec![key.to_string()];
         if learning {
-            let (_, path) = learn::method_and_path(request.value.as_deref().unwrap_or(""));
+            let (_, path) = request.learn_method_and_path().unwrap_or(("GET", ""));
             keys.extend(learn::ancestors(path).map(learn::prefix_key));
         }
         // An expired shared entry: the answer if the service fails within
@@ -571,7 +565,7 @@ where
         trace: &Trace,
     ) -> (Result<(Classification, RawAnswer, Scope), RouterError>, u32) {
         let learning = request.kind == ClassifyKind::Learn;
-        let (method, path) = learn::method_and_path(request.value.as_deref().unwrap_or(""));
+        let (method, path) = request.learn_method_and_path().unwrap_or(("GET", ""));
         let guard = if learning {
             &self.learn_guard
         } else {

@@ -1,15 +1,15 @@
 //! Compilation: the JSON model checked and turned into rules, with errors
 //! that name the ruleset, the rule and the field.
 
-use super::lazy::Regex;
+use super::pattern::Regex;
 
 use super::model::*;
 use super::spec::*;
 use super::HeaderInterest;
-use crate::classify::{ClassifyKind, Target};
 use crate::error::RulesetError;
-use crate::template::{self, Segment, Template, VarRef};
-use crate::transform::TransformKind;
+use crate::question::{ClassifyKind, Target};
+use crate::select::template::{self, Segment, Template, VarRef};
+use crate::select::transform::TransformKind;
 
 // ---------------------------------------------------------------------------
 // Compilation.
@@ -275,7 +275,7 @@ pub(super) fn compile_rule(
             }
             let address = spec.proxy.and_then(|p| p.address);
             if let Some(address) = &address {
-                crate::forward::upstream::validate_address(address)
+                crate::address::validate_address(address)
                     .map_err(|e| c.err(format!("proxy.address: {e}")))?;
             }
             RuleAction::Proxy { address }

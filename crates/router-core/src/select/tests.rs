@@ -1,5 +1,5 @@
 use super::*;
-use crate::token::encode_routable_token;
+use crate::select::transform::routable_token::encode_routable_token;
 
 fn compile(json: &str) -> Ruleset {
     Ruleset::from_json("test", json).unwrap_or_else(|e| panic!("{e}"))

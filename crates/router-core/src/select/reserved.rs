@@ -13,7 +13,7 @@ pub use list::{ReservedList, Source};
 
 /// The list as shipped, for the tools that read its sources.
 pub const RESERVED_TOP_LEVEL_ROUTES_TXT: &str =
-    include_str!("../../../rules/reserved_top_level_routes.txt");
+    include_str!("../../../../rules/reserved_top_level_routes.txt");
 
 // `WORDS`: every word of the list, sorted, each once (build.rs).
 include!(concat!(env!("OUT_DIR"), "/reserved_words.rs"));

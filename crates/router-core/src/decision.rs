@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::classify::ClassifyRequest;
+use crate::question::ClassifyRequest;
 
 /// What a rule decided for a request.
 #[derive(Debug, Clone, PartialEq, Eq)]

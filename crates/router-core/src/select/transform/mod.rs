@@ -1,5 +1,9 @@
 //! Transforms: values derived from a capture, addressed as `${output.key}`.
 
+pub mod base64;
+pub mod jwt_claims;
+pub mod routable_token;
+
 use std::borrow::Cow;
 
 use serde_json::Value;
@@ -85,10 +89,15 @@ impl TransformKind {
     pub fn apply(self, input: &str) -> Option<Output> {
         match self {
             TransformKind::RoutableTokenPayload => {
-                crate::token::decode_routable_token(input).map(Output::Fields)
+                crate::select::transform::routable_token::decode_routable_token(input)
+                    .map(Output::Fields)
             }
-            TransformKind::Base64 => crate::b64::decode_base64_text(input).map(Output::Text),
-            TransformKind::JwtClaims => crate::jwt::unverified_claims(input).map(Output::Claims),
+            TransformKind::Base64 => {
+                crate::select::transform::base64::decode_base64_text(input).map(Output::Text)
+            }
+            TransformKind::JwtClaims => {
+                crate::select::transform::jwt_claims::unverified_claims(input).map(Output::Claims)
+            }
             TransformKind::Lowercase => Some(Output::Text(input.to_ascii_lowercase())),
             TransformKind::PercentDecode => percent_encoding::percent_decode_str(input)
                 .decode_utf8()
@@ -109,7 +118,7 @@ impl Output {
                 .map(|(_, v)| Cow::Borrowed(v.as_str())),
             (Output::Text(text), None | Some("value")) => Some(Cow::Borrowed(text)),
             (Output::Claims(claims), Some(path)) => {
-                crate::jwt::claim_at_path(claims, path).map(Cow::Owned)
+                crate::select::transform::jwt_claims::claim_at_path(claims, path).map(Cow::Owned)
             }
             _ => None,
         }
