@@ -449,78 +449,72 @@ mod tests {
         let s = signer();
         let token = s.sign(&request());
         let key = public_key_from_base64(&s.public_key_base64()).unwrap();
-        assert_eq!(
-            check(
-                &token,
-                &key,
+        // (audience, method, path, query, now) and what the check says.
+        type Case = (
+            &'static str,
+            &'static str,
+            &'static str,
+            &'static str,
+            u64,
+            fn(&VerifyError) -> bool,
+        );
+        let cases: [Case; 6] = [
+            (
                 "cell-2.example.com",
                 "POST",
                 "/api/v4/projects",
                 "a=1",
-                NOW + 36_000
+                NOW + 36_000,
+                |e| *e == VerifyError::Expired,
             ),
-            Err(VerifyError::Expired)
-        );
-        assert!(matches!(
-            check(
-                &token,
-                &key,
+            (
                 "cell-3.example.com",
                 "POST",
                 "/api/v4/projects",
                 "a=1",
-                NOW
+                NOW,
+                |e| matches!(e, VerifyError::WrongAudience { .. }),
             ),
-            Err(VerifyError::WrongAudience { .. })
-        ));
-        assert_eq!(
-            check(
-                &token,
-                &key,
+            (
                 "cell-2.example.com",
                 "POST",
                 "/api/v4/projects",
                 "a=2",
-                NOW
+                NOW,
+                |e| *e == VerifyError::WrongPath,
             ),
-            Err(VerifyError::WrongPath)
-        );
-        assert_eq!(
-            check(
-                &token,
-                &key,
+            (
                 "cell-2.example.com",
                 "POST",
                 "/api/v4/users",
                 "a=1",
-                NOW
+                NOW,
+                |e| *e == VerifyError::WrongPath,
             ),
-            Err(VerifyError::WrongPath)
-        );
-        assert!(matches!(
-            check(
-                &token,
-                &key,
+            (
                 "cell-2.example.com",
                 "DELETE",
                 "/api/v4/projects",
                 "a=1",
-                NOW
+                NOW,
+                |e| matches!(e, VerifyError::WrongMethod { .. }),
             ),
-            Err(VerifyError::WrongMethod { .. })
-        ));
-        assert_eq!(
-            check(
-                &token,
-                &key,
+            (
                 "cell-2.example.com",
                 "POST",
                 "/api/v4/projects",
                 "a=1",
-                NOW - 60_000
+                NOW - 60_000,
+                |e| *e == VerifyError::NotYetValid,
             ),
-            Err(VerifyError::NotYetValid)
-        );
+        ];
+        for (aud, method, path, query, now, expected) in cases {
+            let err = check(&token, &key, aud, method, path, query, now).unwrap_err();
+            assert!(
+                expected(&err),
+                "{aud} {method} {path}?{query} at {now}: {err:?}"
+            );
+        }
 
         let other =
             Signer::from_base64("BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=", "x", 30).unwrap();

@@ -364,17 +364,8 @@ pub fn is_long_lived(path: &str, upgrade: Option<&str>) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::policy;
     use super::*;
-
-    fn policy() -> CircuitPolicy {
-        CircuitPolicy {
-            failures: 3,
-            window_ms: 1_000,
-            open_ms: 5_000,
-            trial_spacing_ms: 500,
-            headers_timeout_ms: 2_000,
-        }
-    }
 
     /// Three failures of requests sent at `at` and reported just after,
     /// with nothing answered since `answered`.

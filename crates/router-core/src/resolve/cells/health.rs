@@ -174,7 +174,7 @@ impl CellHealth {
 #[cfg(test)]
 mod tests {
     use super::super::circuit::{OpenedBy, FETCH_FAILED};
-    use super::super::probe::ProbeResult;
+    use super::super::fixtures::{policy, record};
     use super::*;
 
     fn list() -> CellList {
@@ -186,16 +186,6 @@ mod tests {
             ]"#,
         )
         .unwrap()
-    }
-
-    fn policy() -> CircuitPolicy {
-        CircuitPolicy {
-            failures: 3,
-            window_ms: 1_000,
-            open_ms: 5_000,
-            trial_spacing_ms: 500,
-            headers_timeout_ms: 2_000,
-        }
     }
 
     fn fail(h: &mut CellHealth, i: usize, at: u64) -> Change {
@@ -277,21 +267,6 @@ mod tests {
             );
         }
         assert!(h.circuit(4).unwrap().is_closed());
-    }
-
-    fn record(at: u64, statuses: [u16; 3]) -> HealthRecord {
-        HealthRecord {
-            checked_at_ms: at,
-            cells: (1..=3)
-                .zip(statuses)
-                .map(|(id, status)| ProbeResult {
-                    id,
-                    status,
-                    ms: 3,
-                    error: None,
-                })
-                .collect(),
-        }
     }
 
     #[test]

@@ -236,6 +236,38 @@ impl Cell {
     }
 }
 
+/// What the circuit, health and probe tests share.
+#[cfg(test)]
+mod fixtures {
+    use super::circuit::CircuitPolicy;
+    use super::probe::{HealthRecord, ProbeResult};
+
+    pub(super) fn policy() -> CircuitPolicy {
+        CircuitPolicy {
+            failures: 3,
+            window_ms: 1_000,
+            open_ms: 5_000,
+            trial_spacing_ms: 500,
+            headers_timeout_ms: 2_000,
+        }
+    }
+
+    pub(super) fn record(at: u64, statuses: [u16; 3]) -> HealthRecord {
+        HealthRecord {
+            checked_at_ms: at,
+            cells: (1..=3)
+                .zip(statuses)
+                .map(|(id, status)| ProbeResult {
+                    id,
+                    status,
+                    ms: 3,
+                    error: (status == 0).then(|| "connection refused".into()),
+                })
+                .collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

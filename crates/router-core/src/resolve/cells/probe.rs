@@ -207,6 +207,7 @@ impl HealthRecord {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::record;
     use super::*;
 
     fn list() -> CellList {
@@ -215,21 +216,6 @@ mod tests {
                 {"id": 3, "address": "c.example"}]"#,
         )
         .unwrap()
-    }
-
-    fn record(at: u64, statuses: [u16; 3]) -> HealthRecord {
-        HealthRecord {
-            checked_at_ms: at,
-            cells: (1..=3)
-                .zip(statuses)
-                .map(|(id, status)| ProbeResult {
-                    id,
-                    status,
-                    ms: 3,
-                    error: (status == 0).then(|| "connection refused".into()),
-                })
-                .collect(),
-        }
     }
 
     #[test]
