@@ -382,7 +382,7 @@ impl Config {
     /// namespace one environment would read another's answers (issue 14).
     /// Deployments that ask the same service and fall back to the same
     /// legacy cell get the same answers, so they may share entries.
-    /// The cell route learning asks (host[:port]): the legacy cell. This
+    /// The cell route learning asks (`host[:port]`): the legacy cell. This
     /// is the one place that chooses it; once the router knows a list of
     /// cells, it can pick among them here.
     pub fn learn_cell(&self) -> Option<&str> {

@@ -12,7 +12,7 @@ pub struct Decision<'r> {
     pub rule_id: Option<&'r str>,
     pub action: Action<'r>,
     /// For a classify rule with `notFound: next-rule`: the position of the
-    /// rule after it, where [`Ruleset::decide_from`] resumes when the
+    /// rule after it, where [`Ruleset::decide_from`](crate::select::Ruleset::decide_from) resumes when the
     /// Topology Service does not know the key.
     pub next_on_not_found: Option<usize>,
     /// For a classify rule with `onOutage: unavailable`: when the service

@@ -13,7 +13,7 @@
 //! lists and pairs inside a field joined by `\x01`, each field at its
 //! position in [`field`]. Neither byte can come from a client value the plan
 //! carries (forward's checks), so nothing needs escaping. The entry learns
-//! every position, code and name it reads from [`layout`], once per
+//! every position, code and name it reads from [`LAYOUT`], once per
 //! instance: entry.js holds none of its own.
 
 use std::borrow::Cow;

@@ -125,7 +125,7 @@ fn kept_despite_connection(name: &str, relied_on: &[String]) -> bool {
 /// The client headers to delete by name before forwarding, given the
 /// request's `Connection` and `Upgrade` values and the headers the router
 /// relies on: the hop-by-hop and forbidden names plus those `Connection`
-/// lists (but never one [`kept_despite_connection`] keeps), exactly the
+/// lists (but never one `kept_despite_connection` keeps), exactly the
 /// names [`drops_header`] refuses (a WebSocket handshake keeps its
 /// `Upgrade` and `Connection`). The edge also drops every name that starts
 /// with one of [`FORBIDDEN_PREFIXES`], and compares names by [`drop_key`].
@@ -184,7 +184,7 @@ pub fn drops_header(name: &str, connection_tokens: &[String], websocket: bool) -
 
 /// Names listed in a `Connection` header, lower case, `_` read as `-`
 /// (`close` and `keep-alive` included; they are hop-by-hop anyway), minus
-/// those the router never removes for it ([`kept_despite_connection`]).
+/// those the router never removes for it (`kept_despite_connection`).
 /// Only RFC 9110 tokens are header names: anything else in the list
 /// (control bytes, the plan's separators, spaces) names no header and is
 /// left out.

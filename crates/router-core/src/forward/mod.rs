@@ -1,6 +1,6 @@
 //! The forward phase (SPEC §7): a routed request becomes its plan
 //! ([`build::plan`]): where it goes ([`upstream`]), which headers go with
-//! it ([`headers`], [`trace`], [`signing`]), what each failure answers
+//! it ([`headers`], [`crate::trace`], [`signing`]), what each failure answers
 //! ([`answer`]), and how its log line is written. The edge applies the plan
 //! without deciding anything; bodies stream and never enter wasm.
 

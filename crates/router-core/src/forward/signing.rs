@@ -6,7 +6,7 @@
 //! The token travels in [`SIGNATURE_HEADER`]. Its claims bind it to one
 //! request: the audience is the cell address, `mth` the method and `pqh`
 //! the SHA-256 of the path and query, with `iat`/`exp` a few seconds apart
-//! and a unique `jti` a cell may use to refuse replays. [`verify`] is what a
+//! and a unique `jti` a cell may use to refuse replays. `router_keys::verify` is what a
 //! cell (or its nginx auth hook, through `rulesctl signature verify`) runs.
 //!
 //! The key itself (deriving the public key, signing in Rust, verifying) is
@@ -55,7 +55,7 @@ pub struct RequestClaims {
 pub const DEFAULT_ISSUER: &str = "gitlab-http-router";
 
 /// The router's default signature lifetime, and so the default cap
-/// [`verify`] puts on `exp - iat`.
+/// `router_keys::verify` puts on `exp - iat`.
 pub const DEFAULT_TTL_SECS: u32 = 60;
 
 /// The hash that binds a token to a path and query.

@@ -12,7 +12,7 @@
 //! with; docs/decisions.md). An answer without one is not usable.
 //!
 //! This module owns what is pure about it: the question (method and path,
-//! carried in a [`ClassifyRequest`] of kind [`ClassifyKind::Learn`] so the
+//! carried in a [`ClassifyRequest::learn`](crate::question::ClassifyRequest::learn) so the
 //! [`crate::resolve::Resolver`]'s caches, coalescing and breaker serve it
 //! too), the answer's parsing and validation, and the cache keys: an exact
 //! answer (and a 404) is kept under the method and path, a prefix under the

@@ -25,10 +25,11 @@
 pub mod cells;
 pub mod guard;
 pub mod learn;
+mod memory;
 pub mod topology;
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
@@ -41,6 +42,7 @@ use crate::resolve::guard::{GuardPolicy, Refusal, ServiceGuard};
 use crate::resolve::topology::{cache_tags, parse_answer, CachePolicy, Classification};
 use crate::trace::Trace;
 use learn::Scope;
+use memory::MemoryCache;
 
 /// What the Topology Service sent back.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -268,9 +270,7 @@ where
     /// cached.
     pub fn purge(&self, generation: u64) {
         self.generation.set(generation);
-        let mut memory = self.memory.borrow_mut();
-        memory.map.clear();
-        memory.order.clear();
+        self.memory.borrow_mut().clear();
     }
 
     /// The purge generation in use.
@@ -284,7 +284,7 @@ where
 
     /// Entries in the memory cache (for tests and stats).
     pub fn memory_len(&self) -> usize {
-        self.memory.borrow().map.len()
+        self.memory.borrow().len()
     }
 
     /// Resolves `request`; never fails: the worst outcome is
@@ -640,77 +640,6 @@ fn is_callers_own(error: &RouterError) -> bool {
 struct SharedStale {
     generation: u64,
     answer: Option<(Classification, u64)>,
-}
-
-/// A bounded memory cache with CLOCK eviction (an LRU approximation at
-/// O(1) per operation). Entries outlive their TTL by the stale window so a
-/// failing service can be answered from them.
-struct MemoryCache {
-    capacity: usize,
-    map: HashMap<String, MemoryEntry>,
-    order: VecDeque<String>,
-}
-
-struct MemoryEntry {
-    classification: Classification,
-    expires_at_ms: u64,
-    stale_until_ms: u64,
-    referenced: bool,
-}
-
-impl MemoryCache {
-    fn new(capacity: usize) -> Self {
-        MemoryCache {
-            capacity: capacity.max(1),
-            map: HashMap::new(),
-            order: VecDeque::new(),
-        }
-    }
-
-    /// The entry and whether it is still fresh; entries past their stale
-    /// window are not answered. They stay until overwritten or evicted, so
-    /// every key in `map` is in `order` exactly once.
-    fn get(&mut self, key: &str, now: u64) -> Option<(&MemoryEntry, bool)> {
-        let entry = self.map.get_mut(key)?;
-        if entry.stale_until_ms <= now {
-            return None;
-        }
-        entry.referenced = true;
-        let fresh = entry.expires_at_ms > now;
-        Some((entry, fresh))
-    }
-
-    fn insert(&mut self, key: String, answer: &CachedAnswer, stale_secs: u32) {
-        let entry = MemoryEntry {
-            classification: answer.classification.clone(),
-            expires_at_ms: answer.expires_at_ms,
-            stale_until_ms: answer
-                .expires_at_ms
-                .saturating_add(u64::from(stale_secs) * 1000),
-            referenced: false,
-        };
-        if let Some(existing) = self.map.get_mut(&key) {
-            *existing = entry;
-            return;
-        }
-        while self.map.len() >= self.capacity {
-            let Some(victim) = self.order.pop_front() else {
-                break;
-            };
-            match self.map.get_mut(&victim) {
-                Some(e) if e.referenced => {
-                    e.referenced = false;
-                    self.order.push_back(victim);
-                }
-                Some(_) => {
-                    self.map.remove(&victim);
-                }
-                None => {}
-            }
-        }
-        self.order.push_back(key.clone());
-        self.map.insert(key, entry);
-    }
 }
 
 #[cfg(test)]
