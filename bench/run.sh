@@ -1,34 +1,27 @@
 #!/usr/bin/env bash
-# The router's benchmark (issues 8 and 20): builds the release artifacts,
-# runs the native rules bench, then measures on loopback, in the same
-# rounds, a do-nothing JS worker, the floor and the peer (from
-# ../shared/peers/, used in place; skipped with a note when missing) and
-# the router (passthrough, session_token warm, quiet and cold, cells) in
-# workerd through Miniflare's direct socket, with wrk as the load
-# generator; prints CPU µs over the floor with its log line and req/s
-# against the peer with its log line at concurrency 8 and 32, the cold
-# start (fresh isolate to first routed response, router vs peer), the wasm
-# size, 1 GiB streaming and workerd's memory. Writes
-# target/bench/latest.json. Not part of scripts/test.sh.
+# The router's benchmark: builds the release artifacts, runs the native
+# rules bench, then bench/driver.mjs: a do-nothing JS worker, the floor and
+# the peer (../shared/peers, used in place; skipped with a note when
+# missing) and the router under several rulesets, in workerd through
+# Miniflare's direct socket, wrk as the load generator; then the cold
+# start, streaming and memory, and the wasm size. Prints the tables,
+# writes target/bench/latest.json and the results table in
+# docs/benchmark.md. Not part of scripts/test.sh.
 #
 #   bash bench/run.sh                 # default, about 15 minutes
 #   BENCH_QUICK=1 bash bench/run.sh   # smoke run, about 5 minutes
 #
-# Knobs (environment): BENCH_SECONDS (per measured run; 8, quick 2),
-# BENCH_ROUNDS (3, quick 1), BENCH_CONCURRENCY ("8,32"),
-# BENCH_WARMUP_SECONDS (1), BENCH_COLD_SAMPLES (7, quick 2; 0 skips),
-# BENCH_PEERS_DIR (../shared/peers), BENCH_BASE_BUILD (a copy of build/
-# from another commit, run beside this one), BENCH_STREAM_MIB (1024,
-# quick 256), BENCH_STREAM_SMALL_MIB (64), BENCH_SKIP_STREAM=1,
-# BENCH_SKIP_NATIVE=1, BENCH_SKIP_BUILD=1, BENCH_OUTBOUND_HOP=1 (outbound
-# fetches through Miniflare's strip-cf-connecting-ip worker, as before
-# 2026-12-01), BENCH_EXTRA=1 (adds rust-null,
-# null-log, cold-nocache and token-warm-signed), BENCH_WRK_THREADS (2).
-# See docs/benchmark.md.
+# Settings are environment variables, every one listed with its default
+# and meaning in bench/driver/settings.mjs and docs/benchmark.md
+# ("Settings"). This script reads BENCH_SKIP_BUILD, BENCH_SKIP_NATIVE,
+# BENCH_EXTRA (builds bench/rust-null), BENCH_INSTRUCTIONS (installs
+# valgrind) and BENCH_PEERS_DIR; the driver reads the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { printf '==> %s\n' "$*" >&2; }
+# For the recorded duration (docs/benchmark.md's results table).
+export BENCH_RUN_STARTED="${BENCH_RUN_STARTED:-$(date +%s)}"
 
 bash scripts/setup.sh
 

@@ -31,12 +31,12 @@
 // Options: --short (CI: 8 clients, 100 s, small bodies), --clients N,
 // --seconds S, --seed N, --record (write the figures into docs/soak.md).
 // Writes target/soak/latest.json; exit 1 on failure.
-import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ROOT } from "../tests/e2e/harness.mjs";
+import { commitLabel, writeDocSection } from "./doc-section.mjs";
 import { startSoakStack, stopSoakStack, startRouterGeneration, disposeRouter, killCell4, startCell4, rss } from "./soak-stack.mjs";
 import { rng, zipf, keySpace, plainRequest, upload, download, longPoll, wsSession } from "./soak-traffic.mjs";
 
@@ -691,20 +691,13 @@ function recordFigures(out, ok) {
   const file = join(ROOT, "docs", "soak.md");
   const begin = `<!-- soak figures: ${O.mode} -->`;
   const end = `<!-- end of soak figures: ${O.mode} -->`;
-  const doc = readFileSync(file, "utf8");
-  const from = doc.indexOf(begin);
-  const to = doc.indexOf(end);
-  if (from < 0 || to < from) {
+  const command = ["bash bench/soak.sh", ...args.filter((a) => a !== "--record"), ...(args.includes("--seed") ? [] : ["--seed", String(O.seed)])].join(" ");
+  const body = [`\`${command}\` on ${new Date().toISOString().slice(0, 10)}, commit ${commitLabel(ROOT, file)}: **${ok ? "passed" : "FAILED"}**`, "", "```", ...out, "```"].join("\n");
+  if (!writeDocSection(file, begin, end, body)) {
     process.stderr.write(`--record: docs/soak.md has no "${begin}" ... "${end}" section; nothing written\n`);
     process.exitCode = 1;
     return;
   }
-  const git = (...a) => execFileSync("git", a, { cwd: ROOT, encoding: "utf8" }).trim();
-  const changed = git("status", "--porcelain", "--untracked-files=no").split("\n").filter((l) => l && !l.endsWith("docs/soak.md"));
-  const commit = `${git("rev-parse", "--short", "HEAD")}${changed.length ? " with uncommitted changes" : ""}`;
-  const command = ["bash bench/soak.sh", ...args.filter((a) => a !== "--record"), ...(args.includes("--seed") ? [] : ["--seed", String(O.seed)])].join(" ");
-  const section = [begin, "", `\`${command}\` on ${new Date().toISOString().slice(0, 10)}, commit ${commit}: **${ok ? "passed" : "FAILED"}**`, "", "```", ...out, "```", "", end].join("\n");
-  writeFileSync(file, doc.slice(0, from) + section + doc.slice(to + end.length));
   say(`figures written into docs/soak.md (${O.mode})`);
 }
 
