@@ -12,6 +12,12 @@ echo "==> native tests (cargo test)" >&2
 cargo test --workspace --exclude gitlab-http-router --quiet
 # The edge's pure parts (settings, header filling, plans), natively.
 cargo test --quiet -p gitlab-http-router --lib
+# The edge's wasm-only parts as wasm, under Node (src/wasm_tests.rs): the
+# allocator over talc, routeSync's input buffer and plan, the isolate's
+# setup and the routeSync -> routeAsync hand-off.
+echo "==> wasm tests (wasm-bindgen-test under Node)" >&2
+CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+  cargo test --quiet --target wasm32-unknown-unknown -p gitlab-http-router --lib wasm_tests
 
 echo "==> building the worker and the local stack" >&2
 bash scripts/build-worker.sh

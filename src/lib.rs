@@ -436,3 +436,7 @@ pub(crate) fn log_error(scope: &str, message: &str) {
 /// request's parts read from the entry's input.
 #[cfg(test)]
 mod tests;
+
+/// The edge's wasm-only parts, as wasm (`wasm-bindgen-test` under Node).
+#[cfg(all(test, target_family = "wasm"))]
+mod wasm_tests;

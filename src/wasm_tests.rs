@@ -1,0 +1,570 @@
+//! The edge's wasm-only parts, run as wasm (`wasm-bindgen-test` under
+//! Node, `scripts/test.sh`): the allocator over talc in wasm memory, the
+//! input buffer and plan that `routeSync` shares with the entry, and the
+//! isolate's setup and the `routeSync` -> `routeAsync` hand-off, driven as
+//! `src/entry.js` drives them (its views of wasm memory, `TextEncoder`).
+//! What needs workerd's globals (the Cache API, KV, a request's upstream
+//! fetch) is left to the end-to-end suites (tests/e2e).
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+
+use js_sys::{Array, Function, Object, Reflect, Uint8Array};
+use router_core::wire::{self, field, NOT_ROUTED, PLAN_TOO_LONG};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_test::wasm_bindgen_test;
+use worker::Env;
+
+use crate::alloc::SizeClassCache;
+
+/// xorshift64: the workloads are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() >> 16) as usize % n
+    }
+}
+
+/// Sizes on each side of every size class's edge (16, 32, … 256, 384, …
+/// 2048) and beyond the largest class, to a talc page (64 KiB) and past
+/// it, the last drawn rarely.
+fn edge_sizes() -> Vec<usize> {
+    let mut edges: Vec<usize> = (1..=16).map(|i| i * 16).collect();
+    edges.extend((3..=16).map(|i| i * 128));
+    edges.push(4096);
+    let mut sizes = vec![1];
+    for e in edges {
+        sizes.extend([e - 1, e, e + 1]);
+    }
+    sizes.push(65536 + 1);
+    sizes
+}
+
+struct Live {
+    ptr: *mut u8,
+    layout: Layout,
+    tag: u8,
+}
+
+fn fill(ptr: *mut u8, from: usize, to: usize, tag: u8) {
+    for i in from..to {
+        // SAFETY: i < the block's size.
+        unsafe { ptr.add(i).write(tag.wrapping_add(i as u8)) };
+    }
+}
+
+fn holds(live: &Live, upto: usize) -> bool {
+    // SAFETY: a live block of at least `upto` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(live.ptr, upto) };
+    bytes
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == live.tag.wrapping_add(i as u8))
+}
+
+/// `rounds` of random allocations, reallocations and frees on `heap`,
+/// sizes drawn from [`edge_sizes`] and around them, alignments 1 to 64:
+/// every live block keeps its contents and overlaps no other. Frees all
+/// at the end.
+fn workload(heap: &impl GlobalAlloc, seed: u64, rounds: usize) {
+    let sizes = edge_sizes();
+    let mut rng = Rng(seed);
+    let mut live: Vec<Live> = Vec::with_capacity(256);
+    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(256);
+    for round in 0..rounds {
+        let r = rng.below(10);
+        if live.is_empty() || (live.len() < 200 && r < 4) {
+            let size = (sizes[rng.below(sizes.len())] + rng.below(3))
+                .saturating_sub(1)
+                .max(1);
+            let align = 1 << rng.below(7);
+            let layout = Layout::from_size_align(size, align).unwrap();
+            let zeroed = rng.below(4) == 0;
+            // SAFETY: a non-zero size.
+            let ptr = unsafe {
+                if zeroed {
+                    heap.alloc_zeroed(layout)
+                } else {
+                    heap.alloc(layout)
+                }
+            };
+            assert!(!ptr.is_null(), "out of memory at {size}");
+            assert_eq!(ptr as usize % align, 0, "{size} bytes aligned {align}");
+            if zeroed {
+                // SAFETY: just allocated, `size` bytes.
+                let bytes = unsafe { std::slice::from_raw_parts(ptr, size) };
+                assert!(bytes.iter().all(|&b| b == 0), "alloc_zeroed of {size}");
+            }
+            let block = Live {
+                ptr,
+                layout,
+                tag: round as u8,
+            };
+            fill(ptr, 0, size, block.tag);
+            live.push(block);
+        } else if r < 7 {
+            let i = rng.below(live.len());
+            let old = live[i].layout.size();
+            let new = (sizes[rng.below(sizes.len())] + rng.below(3))
+                .saturating_sub(1)
+                .max(1);
+            assert!(
+                holds(&live[i], old),
+                "a live block of {old} was overwritten"
+            );
+            // SAFETY: a live block of this layout; a non-zero size.
+            let ptr = unsafe { heap.realloc(live[i].ptr, live[i].layout, new) };
+            assert!(!ptr.is_null(), "out of memory at {new}");
+            let align = live[i].layout.align();
+            assert_eq!(ptr as usize % align, 0, "realloc to {new} aligned {align}");
+            live[i].ptr = ptr;
+            live[i].layout = Layout::from_size_align(new, align).unwrap();
+            assert!(
+                holds(&live[i], old.min(new)),
+                "realloc {old} -> {new} lost the contents"
+            );
+            fill(ptr, old.min(new), new, live[i].tag);
+        } else {
+            let block = live.swap_remove(rng.below(live.len()));
+            let size = block.layout.size();
+            assert!(
+                holds(&block, size),
+                "a live block of {size} was overwritten"
+            );
+            // SAFETY: a live block of this layout, freed once.
+            unsafe { heap.dealloc(block.ptr, block.layout) };
+        }
+        if round % 64 == 0 {
+            spans.clear();
+            spans.extend(
+                live.iter()
+                    .map(|b| (b.ptr as usize, b.ptr as usize + b.layout.size())),
+            );
+            spans.sort_unstable();
+            for pair in spans.windows(2) {
+                assert!(pair[0].1 <= pair[1].0, "live blocks overlap: {pair:?}");
+            }
+        }
+    }
+    for block in live {
+        assert!(holds(&block, block.layout.size()), "overwritten");
+        // SAFETY: as above.
+        unsafe { heap.dealloc(block.ptr, block.layout) };
+    }
+}
+
+/// What [`Counting`] saw.
+#[derive(Default)]
+struct Counts {
+    /// Blocks of a size class's size asked for (at most 2048 bytes,
+    /// aligned to at most 16).
+    small: Cell<usize>,
+    /// Bytes taken and not given back.
+    held: Cell<usize>,
+}
+
+/// An allocator that counts what is taken from it.
+struct Counting<'a, A> {
+    inner: A,
+    counts: &'a Counts,
+}
+
+impl<A> Counting<'_, A> {
+    fn took(&self, layout: Layout) {
+        if layout.size() <= 2048 && layout.align() <= 16 {
+            self.counts.small.set(self.counts.small.get() + 1);
+        }
+        self.counts.held.set(self.counts.held.get() + layout.size());
+    }
+}
+
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<'_, A> {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.took(layout);
+        self.inner.alloc(layout)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        self.counts.held.set(self.counts.held.get() - layout.size());
+        self.inner.dealloc(ptr, layout)
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        self.took(layout);
+        self.inner.alloc_zeroed(layout)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Only blocks outside the classes are reallocated in place.
+        let held = self.counts.held.get() - layout.size() + new_size;
+        self.counts.held.set(held);
+        self.inner.realloc(ptr, layout, new_size)
+    }
+}
+
+const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+const ROUNDS: usize = 6_000;
+
+#[wasm_bindgen_test]
+fn a_cache_over_talc_keeps_contents_under_a_random_workload_and_reuses_what_was_freed() {
+    let counts = Counts::default();
+    let heap = SizeClassCache::new(Counting {
+        inner: talc::wasm::new_wasm_dynamic_allocator(),
+        counts: &counts,
+    });
+    workload(&heap, SEED, ROUNDS);
+    // Everything freed: talc holds only the blocks on the size classes'
+    // lists, at most what was in use at once.
+    let (small, held) = (counts.small.get(), counts.held.get());
+    assert!(small > 0);
+    assert!(held <= 200 * 2048, "{held} bytes held after all was freed");
+    // The same workload again never has more blocks of a class in use
+    // than the first run had: it takes every small block from the lists
+    // and gives every larger one back to talc.
+    for _ in 0..2 {
+        workload(&heap, SEED, ROUNDS);
+        assert_eq!(counts.small.get(), small, "small blocks not reused");
+        assert_eq!(counts.held.get(), held, "memory not given back");
+    }
+}
+
+#[wasm_bindgen_test]
+fn the_worker_s_own_allocator_keeps_contents_under_a_random_workload() {
+    workload(&crate::ALLOCATOR, 0x2545_f491_4f6c_dd1d, ROUNDS);
+}
+
+#[wasm_bindgen_test]
+fn each_class_s_freed_block_comes_back_for_its_own_sizes_only() {
+    let heap = SizeClassCache::new(talc::wasm::new_wasm_dynamic_allocator());
+    let layout = |size| Layout::from_size_align(size, 1).unwrap();
+    // The first and last size of every class: (1, 16), (17, 32), …,
+    // (241, 256), (257, 384), …, (1921, 2048).
+    let mut edges: Vec<usize> = (0..=16).map(|i| i * 16).collect();
+    edges.extend((3..=16).map(|i| i * 128));
+    unsafe {
+        for pair in edges.windows(2) {
+            let (first, last) = (pair[0] + 1, pair[1]);
+            let a = heap.alloc(layout(first));
+            fill(a, 0, first, 7);
+            heap.dealloc(a, layout(first));
+            let b = heap.alloc(layout(last));
+            assert_eq!(a, b, "{last} bytes not given the freed block of {first}");
+            // The whole class size is usable.
+            fill(b, 0, last, 9);
+            let next = heap.alloc(layout(last + 1));
+            assert_ne!(next, b, "{} bytes in the class of {last}", last + 1);
+            fill(next, 0, last + 1, 11);
+            assert!(holds(
+                &Live {
+                    ptr: b,
+                    layout: layout(last),
+                    tag: 9
+                },
+                last
+            ));
+            heap.dealloc(next, layout(last + 1));
+            heap.dealloc(b, layout(last));
+        }
+        // A recycled block zeroed when asked.
+        let dirty = heap.alloc(layout(200));
+        fill(dirty, 0, 200, 0xaa);
+        heap.dealloc(dirty, layout(200));
+        let zeroed = heap.alloc_zeroed(layout(200));
+        assert_eq!(zeroed, dirty);
+        assert!(std::slice::from_raw_parts(zeroed, 200)
+            .iter()
+            .all(|&b| b == 0));
+        heap.dealloc(zeroed, layout(200));
+    }
+}
+
+// The entry's side, as src/entry.js does it.
+
+/// `new TextEncoder().encodeInto(text, view of wasm memory at address)`:
+/// the bytes written.
+fn encode_into(text: &str, address: usize, capacity: usize) -> usize {
+    let encode = Function::new_with_args(
+        "memory, address, capacity, text",
+        "return new TextEncoder().encodeInto(text, new Uint8Array(memory.buffer, address, capacity)).written;",
+    );
+    let args = Array::of4(
+        &wasm_bindgen::memory(),
+        &JsValue::from(address),
+        &JsValue::from(capacity),
+        &JsValue::from_str(text),
+    );
+    encode
+        .apply(&JsValue::NULL, &args)
+        .unwrap()
+        .as_f64()
+        .unwrap() as usize
+}
+
+/// The entry's `writeInput`: grows the buffer to `max(4096, the next power
+/// of two of text.length * 3)` when needed; `(bytes written, address)`.
+fn write_input(text: &str, buffer: &mut (usize, usize)) -> usize {
+    let room = text.encode_utf16().count() * 3;
+    if room > buffer.1 {
+        buffer.1 = room.next_power_of_two().max(4096);
+        buffer.0 = crate::input_buffer(buffer.1);
+    }
+    encode_into(text, buffer.0, buffer.1)
+}
+
+/// The plan `routeSync` wrote at `address`, decoded as the entry does.
+fn read_plan(address: usize, length: usize) -> String {
+    let memory: js_sys::WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+    let view = Uint8Array::new_with_byte_offset_and_length(
+        &memory.buffer(),
+        address as u32,
+        length as u32,
+    );
+    String::from_utf8(view.to_vec()).expect("the plan is UTF-8")
+}
+
+const CELLS: &str =
+    r#"[{"id": 2, "address": "cell2.example"}, {"id": 3, "address": "cell3.example:8443"}]"#;
+
+/// The environment every test's isolate is made from (one per test
+/// binary, as per isolate): the cells ruleset, two listed cells, and a
+/// Topology Service on a loopback port nothing listens on.
+fn env() -> Env {
+    let env = Object::new();
+    for (name, value) in [
+        ("GITLAB_RULES_CONFIG", "cells"),
+        ("GITLAB_PROXY_HOST", "legacy.example:8080"),
+        ("GITLAB_UPSTREAM_SCHEME", "http"),
+        ("GITLAB_TOPOLOGY_SERVICE_URL", "http://127.0.0.1:1"),
+        ("GITLAB_TOPOLOGY_RETRIES", "0"),
+        ("GITLAB_TOPOLOGY_TIMEOUT_MS", "2000"),
+        ("GITLAB_CELLS", CELLS),
+    ] {
+        Reflect::set(&env, &name.into(), &value.into()).unwrap();
+    }
+    env.unchecked_into()
+}
+
+/// The entry's first call in an isolate, `routerSetup(env)`, as an array.
+fn setup() -> Array {
+    crate::router_setup(env())
+}
+
+/// A request's `routeSync` input: URL, method, then one value per header
+/// name `routerSetup` gave (`HEADER_ABSENT` unless in `values`).
+fn input(url: &str, method: &str, values: &[(&str, &str)]) -> String {
+    let names = setup().get(0).unchecked_into::<Array>();
+    let mut parts = vec![url.to_string(), method.to_string()];
+    for name in names.iter() {
+        let name = name.as_string().unwrap();
+        let value = values.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        parts.push(value.unwrap_or(wire::HEADER_ABSENT).to_string());
+    }
+    parts.join(&wire::SEPARATOR.to_string())
+}
+
+fn fields(plan: &str) -> Vec<&str> {
+    plan.split(wire::FIELD).collect()
+}
+
+#[wasm_bindgen_test]
+fn router_setup_gives_the_header_names_no_key_the_failure_answer_and_the_answered_slots() {
+    let first = setup();
+    assert_eq!(first.length(), 5);
+    let names: Vec<String> = first
+        .get(0)
+        .unchecked_into::<Array>()
+        .iter()
+        .map(|n| n.as_string().unwrap())
+        .collect();
+    assert!(!names.is_empty() && names.iter().all(|n| n == &n.to_lowercase()));
+    assert!(first.get(1).is_null(), "no signing key set");
+    assert_eq!(
+        first.get(2).as_string().unwrap(),
+        wire::encoded_upstream_failure_answer()
+    );
+    // One f64 per circuit, where the entry writes when a cell answered
+    // (noteAnswered) and Rust reads it.
+    let (address, count) = (
+        first.get(3).as_f64().unwrap() as usize,
+        first.get(4).as_f64().unwrap() as usize,
+    );
+    assert!(count >= 2, "{count} slots for two listed cells");
+    assert_eq!(address % 8, 0);
+    let write = Function::new_with_args(
+        "memory, address, count",
+        "const v = new Float64Array(memory.buffer, address, count); for (let i = 0; i < count; i++) v[i] = 1000 * (i + 1);",
+    );
+    write
+        .apply(
+            &JsValue::NULL,
+            &Array::of3(&wasm_bindgen::memory(), &address.into(), &count.into()),
+        )
+        .unwrap();
+    let iso = crate::made_isolate().expect("made by routerSetup");
+    let health = iso.state.health.borrow();
+    for i in 0..count {
+        assert_eq!(health.answered_ms(i), 1000 * (i as u64 + 1), "slot {i}");
+    }
+    // The isolate is made once: a second setup is the same state.
+    drop(health);
+    let again = setup();
+    assert_eq!(again.get(3).as_f64(), first.get(3).as_f64());
+    assert!(std::rc::Rc::ptr_eq(&iso, &crate::made_isolate().unwrap()));
+}
+
+#[wasm_bindgen_test]
+fn route_sync_reads_the_input_the_entry_wrote_and_writes_the_plan_over_it() {
+    let mut buffer = (0, 0);
+    let text = input("https://gitlab.example/explore/projects", "GET", &[]);
+    let len = write_input(&text, &mut buffer);
+    assert_eq!(len, text.len());
+    let length = crate::route_sync(len);
+    assert!(length > 0, "routed at once: {length}");
+    let plan = read_plan(buffer.0, length as usize);
+    let f = fields(&plan);
+    assert_eq!(f[field::KIND], wire::KIND_FORWARD);
+    assert_eq!(f[field::URL], "http://legacy.example:8080/explore/projects");
+    assert!(crate::take_plan().is_none(), "nothing left over");
+
+    // A buffer grown for a longer request: a new address, and the same plan
+    // for the same request.
+    let long_url = format!("https://gitlab.example/explore?q={}", "a".repeat(5000));
+    let long = input(&long_url, "GET", &[]);
+    let len = write_input(&long, &mut buffer);
+    assert!(buffer.1 >= long.len() * 3, "{buffer:?}");
+    let length = crate::route_sync(len);
+    assert!(length > 0);
+    let plan = read_plan(buffer.0, length as usize);
+    assert!(fields(&plan)[field::URL].ends_with(&"a".repeat(5000)));
+}
+
+#[wasm_bindgen_test]
+fn header_values_outside_ascii_cross_as_utf8_and_bytes_that_are_not_go_async() {
+    let mut buffer = (0, 0);
+    let names = setup().get(0).unchecked_into::<Array>();
+    let name = names.get(0).as_string().unwrap();
+    // Latin-1 characters (as a header value reaches JS: one UTF-16 unit
+    // each, two bytes each in UTF-8).
+    let value = "caf\u{e9} \u{ff}\u{b5}\u{c0}";
+    let text = input(
+        "https://gitlab.example/explore",
+        "GET",
+        &[(name.as_str(), value)],
+    );
+    let len = write_input(&text, &mut buffer);
+    assert_eq!(len, text.len());
+    assert!(len > text.encode_utf16().count(), "counted in bytes");
+    // What routeSync reads from the buffer (before it writes the plan
+    // over it): the same value.
+    let read = crate::INPUT.with(|input| {
+        let input = input.borrow();
+        crate::split_input(&input[..len]).map(|(_, _, h)| h.to_string())
+    });
+    assert!(read.expect("UTF-8").starts_with(value));
+    assert!(crate::route_sync(len) > 0);
+
+    // Latin-1 bytes as they are (an entry that skipped TextEncoder): not
+    // UTF-8, so routeAsync routes the request; nothing traps.
+    let raw = b"https://gitlab.example/caf\xe9\0GET\0";
+    crate::INPUT.with(|input| input.borrow_mut()[..raw.len()].copy_from_slice(raw));
+    assert_eq!(crate::route_sync(raw.len()), NOT_ROUTED);
+    // A length past the buffer, or past i32 (a JS number the glue wraps
+    // to u32): the request goes async.
+    assert_eq!(crate::route_sync(buffer.1 + 1), NOT_ROUTED);
+    assert_eq!(crate::route_sync(i32::MAX as usize + 1), NOT_ROUTED);
+    assert_eq!(crate::route_sync(u32::MAX as usize), NOT_ROUTED);
+    assert!(crate::take_plan().is_none());
+}
+
+#[wasm_bindgen_test]
+fn a_plan_longer_than_the_buffer_is_taken_whole_once() {
+    let text = input("https://gitlab.example/explore", "GET", &[]);
+    // A buffer that holds the input exactly: the plan (the URL, the log
+    // line, …) is longer.
+    let address = crate::input_buffer(text.len());
+    let len = encode_into(&text, address, text.len());
+    assert_eq!(len, text.len());
+    assert_eq!(crate::route_sync(len), PLAN_TOO_LONG);
+    let plan = crate::take_plan().expect("the long plan");
+    assert!(plan.len() > text.len());
+    let f = fields(&plan);
+    assert_eq!(f[field::KIND], wire::KIND_FORWARD);
+    assert_eq!(f[field::URL], "http://legacy.example:8080/explore");
+    assert!(crate::take_plan().is_none(), "taken once");
+    // The entry's own buffer again: it fits.
+    let mut buffer = (0, 0);
+    let len = write_input(&text, &mut buffer);
+    let length = crate::route_sync(len);
+    assert_eq!(
+        read_plan(buffer.0, length as usize)
+            .split(wire::FIELD)
+            .nth(field::URL),
+        Some(f[field::URL])
+    );
+}
+
+/// `routeAsync(env, ctx, request, url, method, headers)` as the entry
+/// calls it, with a `ctx` whose `waitUntil` takes what it is given.
+async fn route_async(url: &str, method: &str, headers: Option<String>) -> String {
+    let ctx = Object::new();
+    let wait_until = Function::new_with_args("promise", "promise.catch(() => {});");
+    Reflect::set(&ctx, &"waitUntil".into(), &wait_until).unwrap();
+    let req = web_sys::Request::new_with_str(url).unwrap();
+    crate::route_async(
+        env(),
+        ctx.unchecked_into(),
+        req,
+        url.to_string(),
+        method.to_string(),
+        headers,
+    )
+    .await
+}
+
+fn pending_url() -> Option<String> {
+    crate::PENDING.with(|p| p.borrow().as_ref().map(|(url, _, _)| url.clone()))
+}
+
+#[wasm_bindgen_test]
+async fn a_request_route_sync_stopped_is_routed_on_by_route_async_and_a_stale_one_dropped() {
+    let mut buffer = (0, 0);
+    // An organization's path: the Topology Service must be asked, which
+    // routeSync does not do.
+    let url = "https://gitlab.example/o/acme/project";
+    let text = input(url, "GET", &[]);
+    let len = write_input(&text, &mut buffer);
+    assert_eq!(crate::route_sync(len), NOT_ROUTED);
+    assert_eq!(pending_url().as_deref(), Some(url), "handed on as it stood");
+    // routeAsync goes on from there: the service (nothing listens) fails,
+    // the rules fall through to the legacy cell or answer an error.
+    let headers = text[url.len() + "GET".len() + 2..].to_string();
+    let plan = route_async(url, "GET", Some(headers.clone())).await;
+    assert!(pending_url().is_none(), "taken by routeAsync");
+    let f = fields(&plan);
+    assert!(
+        f[0] == wire::KIND_FORWARD || f[0] == wire::KIND_ANSWER,
+        "{plan:?}"
+    );
+
+    // A stopped request whose routeAsync never came (the entry failed in
+    // between): the next routeAsync, for another URL, drops it and routes
+    // its own request.
+    let len = write_input(&text, &mut buffer);
+    assert_eq!(crate::route_sync(len), NOT_ROUTED);
+    assert_eq!(pending_url().as_deref(), Some(url));
+    let other = "https://gitlab.example/explore";
+    let plan = route_async(other, "GET", Some(headers)).await;
+    assert!(pending_url().is_none());
+    assert_eq!(
+        fields(&plan)[field::URL],
+        "http://legacy.example:8080/explore"
+    );
+}
