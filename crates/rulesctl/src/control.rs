@@ -3,26 +3,55 @@
 //! through the pinned wrangler, validated by the router's own parser.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use router_core::control::{Control, CONTROL_KEY};
 use serde_json::{Map, Value};
 
-use crate::cli::{no_value, set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::cli::{Failure, Outcome};
 use crate::out;
-use crate::rules::{self, RulesDir};
+use crate::rules::{self, DirArg, RulesDir};
 
-pub const HELP: &str = "\
-usage: rulesctl control show  --env ENV [WRANGLER OPTIONS]
-       rulesctl control set   --env ENV [--dry-run] CHANGE... [WRANGLER OPTIONS]
-       rulesctl control put   --env ENV [--dry-run] FILE [WRANGLER OPTIONS]
-       rulesctl control check FILE
-
+const ABOUT: &str = "\
 The router reads one JSON document, key \"control\" in the KV namespace
 bound as ROUTER_CONTROL, at most every GITLAB_CONTROL_REFRESH_SECONDS (30)
 per isolate: a change takes effect everywhere within that time, no deploy.
+Rule ids are checked against the rulesets in rules/.
 
-CHANGE (set; applied in order to the current document):
+exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
+
+/// Show or change the runtime control document in KV (no deploy)
+#[derive(clap::Subcommand)]
+#[command(after_help = ABOUT)]
+pub enum Command {
+    /// Print the stored document
+    Show(Options),
+    /// Apply CHANGEs to the stored document, print it and write it
+    #[command(after_long_help = CHANGES)]
+    Set {
+        /// What to change, applied in order (see below)
+        #[arg(value_name = "CHANGE", required = true, value_parser = parse_change)]
+        changes: Vec<Change>,
+        #[command(flatten)]
+        options: Options,
+    },
+    /// Print the document in FILE and write it
+    Put {
+        /// The document (- for stdin)
+        file: String,
+        #[command(flatten)]
+        options: Options,
+    },
+    /// Validate the document in FILE (no --env needed)
+    Check {
+        /// The document (- for stdin)
+        file: String,
+        #[command(flatten)]
+        options: Options,
+    },
+}
+
+const CHANGES: &str = "\
+CHANGE:
   mode=passthrough        every request to the legacy cell, no service calls
   mode=normal             routing by the ruleset again
   disable=RULE_ID         evaluate that rule as if absent
@@ -34,23 +63,44 @@ CHANGE (set; applied in order to the current document):
   note=TEXT               who and why (logged by every isolate applying it)
   reset                   the empty document (normal routing)
 
-show prints the document; set and put print the new one and write it
-(--dry-run: print it and the wrangler command, write nothing); check
-validates a file (- for stdin). Rule ids are checked against the rulesets
-in rules/.
-
-WRANGLER OPTIONS:
-  --local             the local KV store of `wrangler dev` (default: remote)
-  --persist-to DIR    its directory (with --local)
-  --config FILE       wrangler.toml (default: wrangler's own lookup)
-  --wrangler PATH     the wrangler to run (default: $WRANGLER, else
-                      node_modules/.bin/wrangler above the current directory)
-
 exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
+
+/// What every verb takes (check uses only --rules-dir).
+#[derive(clap::Args)]
+pub struct Options {
+    /// set, put: print the document and the wrangler command, write nothing
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    rules_dir: DirArg,
+    #[command(flatten, next_help_heading = "Wrangler options (show, set, put)")]
+    kv: Kv,
+}
+
+/// Which KV store wrangler writes to, and which wrangler.
+#[derive(clap::Args)]
+struct Kv {
+    /// The environment of wrangler.toml whose namespace is used
+    #[arg(long)]
+    env: Option<String>,
+    /// The local KV store of `wrangler dev` [default: remote]
+    #[arg(long)]
+    local: bool,
+    /// The local store's directory (with --local)
+    #[arg(long, value_name = "DIR")]
+    persist_to: Option<String>,
+    /// wrangler.toml [default: wrangler's own lookup]
+    #[arg(long, value_name = "FILE")]
+    config: Option<String>,
+    /// The wrangler to run [default: $WRANGLER or the nearest
+    /// node_modules/.bin/wrangler]
+    #[arg(long, value_name = "PATH")]
+    wrangler: Option<String>,
+}
 
 /// What `set` changes, in order.
 #[derive(Debug, Clone, PartialEq)]
-enum Change {
+pub enum Change {
     Mode(String),
     Disable(String),
     Enable(String),
@@ -60,7 +110,7 @@ enum Change {
     Reset,
 }
 
-fn parse_change(text: &str) -> Outcome<Change> {
+fn parse_change(text: &str) -> Result<Change, String> {
     Ok(match text.split_once('=') {
         None if text == "purge" => Change::Purge,
         None if text == "reset" => Change::Reset,
@@ -71,9 +121,9 @@ fn parse_change(text: &str) -> Outcome<Change> {
         Some(("request_log", v)) => Change::RequestLog(Some(v.to_string())),
         Some(("note", n)) => Change::Note(n.to_string()),
         _ => {
-            return Err(Failure::usage(format!(
-                "control set: unknown change {text:?} (mode=, disable=, enable=, purge, request_log=, note=, reset)"
-            )))
+            return Err(
+                "not a change (mode=, disable=, enable=, purge, request_log=, note=, reset)".into(),
+            )
         }
     })
 }
@@ -195,7 +245,7 @@ impl Wrangler {
     }
 
     fn run(&self, args: &[String]) -> Outcome<String> {
-        let output = Command::new(&self.program)
+        let output = std::process::Command::new(&self.program)
             .args(args)
             .output()
             .map_err(|e| Failure::data(format!("cannot run {}: {e}", self.program.display())))?;
@@ -258,125 +308,84 @@ fn pretty(text: &str) -> String {
         .unwrap_or_else(|| text.to_string())
 }
 
-pub fn run(mut args: Args) -> Outcome<i32> {
-    let Some(Arg::Positional(verb)) = args.next_arg() else {
-        return Err(Failure::usage(
-            "control: show, set, put or check expected".to_string(),
-        ));
+pub fn run(command: Command) -> Outcome<i32> {
+    let (verb, options) = match &command {
+        Command::Show(options) => ("show", options),
+        Command::Set { options, .. } => ("set", options),
+        Command::Put { options, .. } => ("put", options),
+        Command::Check { options, .. } => ("check", options),
     };
-    let (mut env, mut persist_to, mut config, mut wrangler, mut rules_dir) =
-        (None, None, None, None, None);
-    let (mut local, mut dry_run) = (false, false);
-    let mut positionals = Vec::new();
-    while let Some(arg) = args.next_arg() {
-        match arg {
-            Arg::Opt(n, v) if n == "--env" => set_once(&mut env, &n, args.value(&n, v)?)?,
-            Arg::Opt(n, v) if n == "--persist-to" => {
-                set_once(&mut persist_to, &n, args.value(&n, v)?)?
-            }
-            Arg::Opt(n, v) if n == "--config" => set_once(&mut config, &n, args.value(&n, v)?)?,
-            Arg::Opt(n, v) if n == "--wrangler" => set_once(&mut wrangler, &n, args.value(&n, v)?)?,
-            Arg::Opt(n, v) if n == "--rules-dir" => {
-                set_once(&mut rules_dir, &n, args.value(&n, v)?)?
-            }
-            Arg::Opt(n, v) if n == "--local" => {
-                no_value(&n, v)?;
-                local = true;
-            }
-            Arg::Opt(n, v) if n == "--dry-run" => {
-                no_value(&n, v)?;
-                dry_run = true;
-            }
-            Arg::Positional(p) => positionals.push(p),
-            other => return Err(unknown("control", other)),
-        }
-    }
-    let rules_dir = RulesDir::new(rules_dir);
-    if verb == "check" {
-        let [file] = positionals.as_slice() else {
-            return Err(Failure::usage("control check: one FILE expected"));
-        };
+    let rules_dir = options.rules_dir.dir();
+    if let Command::Check { file, .. } = &command {
         let control = validate(&read_file(file)?, &rules_dir)?;
         out::line(&format!("{file}: valid: {}", control.summary()));
         return Ok(0);
     }
+    let kv = &options.kv;
+    let env = kv.env.clone();
     let env = env.ok_or_else(|| Failure::usage(format!("control {verb}: --env is required")))?;
     let wrangler = Wrangler {
-        program: wrangler.map_or_else(default_wrangler, PathBuf::from),
+        program: kv
+            .wrangler
+            .as_ref()
+            .map_or_else(default_wrangler, PathBuf::from),
         env,
-        local,
-        persist_to,
-        config,
+        local: kv.local,
+        persist_to: kv.persist_to.clone(),
+        config: kv.config.clone(),
     };
-    match verb.as_str() {
-        "show" => {
-            if !positionals.is_empty() {
-                return Err(Failure::usage("control show: no arguments expected"));
-            }
-            match wrangler.get()? {
-                None => out::line("(no control document: normal routing)"),
-                Some(text) => {
-                    out::line(&pretty(&text));
-                    if let Err(e) = Control::parse(&text) {
-                        out::err_line(&format!(
-                            "rulesctl: the stored document is invalid, the router ignores it: {e}"
-                        ));
-                        return Ok(1);
-                    }
-                }
-            }
-            Ok(0)
-        }
-        "set" | "put" => {
-            let text = if verb == "put" {
-                let [file] = positionals.as_slice() else {
-                    return Err(Failure::usage("control put: one FILE expected"));
-                };
-                read_file(file)?
-            } else {
-                if positionals.is_empty() {
-                    return Err(Failure::usage("control set: at least one CHANGE expected"));
-                }
-                let changes = positionals
-                    .iter()
-                    .map(|c| parse_change(c))
-                    .collect::<Outcome<Vec<_>>>()?;
-                let current = wrangler.get()?;
-                let mut doc = match current.as_deref().map(serde_json::from_str::<Value>) {
-                    None => Map::new(),
-                    Some(Ok(Value::Object(map))) => map,
-                    // An invalid stored document is replaced from scratch
-                    // (the router ignores it anyway).
-                    Some(_) => Map::new(),
-                };
-                apply(&mut doc, &changes);
-                Value::Object(doc).to_string()
+    let text = match &command {
+        Command::Put { file, .. } => read_file(file)?,
+        Command::Set { changes, .. } => {
+            let current = wrangler.get()?;
+            let mut doc = match current.as_deref().map(serde_json::from_str::<Value>) {
+                Some(Ok(Value::Object(map))) => map,
+                // None, or an invalid stored document: replaced from
+                // scratch (the router ignores an invalid one anyway).
+                _ => Map::new(),
             };
-            let control = validate(&text, &rules_dir)?;
-            let put = wrangler.put_args(text.trim());
-            out::line(&pretty(&text));
-            if dry_run {
-                out::line(&format!(
-                    "dry run: would run {} {}",
-                    wrangler.program.display(),
-                    put.iter()
-                        .map(|a| shell_quote(a))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                ));
-                return Ok(0);
-            }
-            wrangler.run(&put)?;
-            out::line(&format!(
-                "written ({}); every isolate applies it within GITLAB_CONTROL_REFRESH_SECONDS (default 30 s)",
-                control.summary()
-            ));
-            Ok(0)
+            apply(&mut doc, changes);
+            Value::Object(doc).to_string()
         }
-        other => Err(Failure::usage(format!(
-            "control: unknown subcommand {other:?} (show, set, put, check)"
-        ))),
+        // show (check has returned above)
+        _ => return show(&wrangler),
+    };
+    let control = validate(&text, &rules_dir)?;
+    let put = wrangler.put_args(text.trim());
+    out::line(&pretty(&text));
+    if options.dry_run {
+        out::line(&format!(
+            "dry run: would run {} {}",
+            wrangler.program.display(),
+            put.iter()
+                .map(|a| shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+        return Ok(0);
     }
+    wrangler.run(&put)?;
+    out::line(&format!(
+        "written ({}); every isolate applies it within GITLAB_CONTROL_REFRESH_SECONDS (default 30 s)",
+        control.summary()
+    ));
+    Ok(0)
+}
+
+fn show(wrangler: &Wrangler) -> Outcome<i32> {
+    match wrangler.get()? {
+        None => out::line("(no control document: normal routing)"),
+        Some(text) => {
+            out::line(&pretty(&text));
+            if let Err(e) = Control::parse(&text) {
+                out::err_line(&format!(
+                    "rulesctl: the stored document is invalid, the router ignores it: {e}"
+                ));
+                return Ok(1);
+            }
+        }
+    }
+    Ok(0)
 }
 
 fn shell_quote(s: &str) -> String {
@@ -435,7 +444,7 @@ mod tests {
     #[test]
     fn unknown_changes_are_usage_errors() {
         for bad in ["mode", "disable=", "purge=3", "colour=red"] {
-            assert!(matches!(parse_change(bad), Err(Failure::Usage(_))), "{bad}");
+            assert!(parse_change(bad).is_err(), "{bad}");
         }
     }
 

@@ -1,18 +1,18 @@
 //! `rulesctl diff`: what changes for a set of requests when one ruleset
 //! replaces another.
 
-use crate::cli::{no_value, set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::cli::{Failure, Outcome};
 use crate::decision::{json_str, View};
 use crate::out;
 use crate::request::{parse_request_line, RequestSpec};
-use crate::rules::{self, RulesDir};
+use crate::rules::{self, DirArg};
 
-pub const HELP: &str = "\
-usage: rulesctl diff OLD NEW --requests FILE [--json] [--rules-dir DIR]
-
-Runs every request of FILE through rulesets OLD and NEW (names or files)
-and reports each request whose decision changes: rule id, action, classify
-body or proxy address. FILE has one JSON object per line:
+/// List the requests whose decision changes from one ruleset to another.
+#[derive(clap::Args)]
+#[command(after_long_help = "\
+Runs every request of FILE through rulesets OLD and NEW and reports each
+request whose decision changes: rule id, action, classify body or proxy
+address. FILE has one JSON object per line:
   {\"method\": \"GET\", \"url\": \"https://gitlab.com/...\",
    \"headers\": {\"Name\": \"value\"}, \"cookies\": {\"name\": \"value\"}}
 (method defaults to GET; headers, cookies and a free-text \"comment\" are
@@ -25,7 +25,23 @@ then `N requests, M changed, K unchanged` and the count of each transition.
 \"transitions\": [{\"old\", \"new\", \"count\"}], \"changes\": [{\"line\", \"method\",
 \"url\", \"old\", \"new\"}]} where old/new of a change are explain's objects.
 
-exit: 0 (also when decisions change), 1 bad ruleset or requests file, 2 usage";
+exit: 0 (also when decisions change), 1 bad ruleset or requests file, 2 usage")]
+pub struct Args {
+    /// The ruleset before
+    #[arg(value_name = "OLD")]
+    old: String,
+    /// The ruleset after
+    #[arg(value_name = "NEW")]
+    new: String,
+    /// The requests, one JSON object per line
+    #[arg(long, value_name = "FILE")]
+    requests: String,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    rules_dir: DirArg,
+}
 
 /// Errors listed before giving up on a requests file.
 const MAX_LISTED_ERRORS: usize = 20;
@@ -37,39 +53,11 @@ struct Change {
     new: View,
 }
 
-pub fn run(mut args: Args) -> Outcome<i32> {
-    let (mut requests, mut rules_dir) = (None, None);
-    let mut json = false;
-    let mut positionals = Vec::new();
-    while let Some(arg) = args.next_arg() {
-        match arg {
-            Arg::Opt(name, inline) if name == "--requests" => {
-                let v = args.value(&name, inline)?;
-                set_once(&mut requests, &name, v)?;
-            }
-            Arg::Opt(name, inline) if name == "--rules-dir" => {
-                let v = args.value(&name, inline)?;
-                set_once(&mut rules_dir, &name, v)?;
-            }
-            Arg::Opt(name, inline) if name == "--json" => {
-                no_value(&name, inline)?;
-                json = true;
-            }
-            Arg::Positional(p) => positionals.push(p),
-            other => return Err(unknown("diff", other)),
-        }
-    }
-    let [old, new] = <[String; 2]>::try_from(positionals).map_err(|p| {
-        Failure::usage(format!(
-            "diff needs two rulesets, OLD and NEW (got {})",
-            p.len()
-        ))
-    })?;
-    let requests = requests.ok_or_else(|| Failure::usage("diff needs --requests FILE"))?;
-
-    let dir = RulesDir::new(rules_dir);
-    let old = rules::load_arg(&dir, &old)?;
-    let new = rules::load_arg(&dir, &new)?;
+pub fn run(args: Args) -> Outcome<i32> {
+    let (requests, json) = (args.requests, args.json);
+    let dir = args.rules_dir.dir();
+    let old = rules::load_arg(&dir, &args.old)?;
+    let new = rules::load_arg(&dir, &args.new)?;
     let text = std::fs::read_to_string(&requests)
         .map_err(|e| Failure::data(format!("{requests}: cannot read: {e}")))?;
 

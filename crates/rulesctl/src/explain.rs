@@ -1,18 +1,16 @@
 //! `rulesctl explain`: which rule takes one request, and what it does.
 
-use crate::cli::{set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::cli::{Failure, Outcome};
 use crate::decision::View;
 use crate::out;
 use crate::request::{parse_cookie_arg, parse_header_arg, RequestSpec};
 use crate::route_lookup::Lookup;
-use crate::rules::{self, RulesDir};
+use crate::rules::{self, DirArg};
 
-pub const HELP: &str = "\
-usage: rulesctl explain --ruleset NAME_OR_FILE --url URL [--method METHOD]
-                        [--header 'Name: value']... [--cookie 'name=value']...
-                        [--rules-dir DIR] [--routes FILE --claims FILE]
-
-Runs one request through a ruleset and prints one JSON object:
+/// Show which rule takes one request, and what it does.
+#[derive(clap::Args)]
+#[command(after_long_help = "\
+Prints one JSON object:
   {\"rule\": ID|null, \"action\": \"classify\"|\"proxy\"|\"reject\",
    \"classify\": BODY|null, \"proxy\": {\"address\": HOST|null}|null}
 and, for a rejection, \"reject\": {\"status\": N, \"message\": TEXT}.
@@ -23,67 +21,62 @@ BODY is the exact JSON the router POSTs to /v1/classify; a null address is
 the legacy cell. No matching rule: rule null, proxy to the legacy cell.
 
 \"gitlab_route\": which of GitLab's routes the path is (the most specific
-template of the route snapshot, default tests/rules/gitlab_routes.json
-beside the rules directory) and what the expectation table (default
-route_claims.txt in the rules directory) says of it:
+template of the route snapshot, --routes) and what the expectation table
+(--claims) says of it:
   {\"template\": T, \"entry\": PATTERN|null, \"line\": N|null,
    \"expect\": {CLAIM: VALUE}|null, \"as_expected\": BOOL, \"note\": TEXT|null}
 (entry null: unclassified, or no owner parameter), or null when the path is
 none of GitLab's routes. Left out when neither file is there.
 
-  --method METHOD  default GET
-  --header H       repeatable; repeated names are joined with \", \"
-  --cookie C       repeatable; sent as one Cookie header, \"a=1; b=2\"
+exit: 0 explained, 1 bad ruleset or request, 2 usage")]
+pub struct Args {
+    /// The ruleset to run the request through
+    #[arg(long, value_name = "NAME_OR_FILE")]
+    ruleset: String,
+    /// The request's URL
+    #[arg(long)]
+    url: String,
+    /// The request's method
+    #[arg(long, default_value = "GET")]
+    method: String,
+    /// A request header; repeatable, repeated names are joined with ", "
+    #[arg(long = "header", value_name = "NAME: VALUE", value_parser = header)]
+    headers: Vec<(String, String)>,
+    /// A cookie; repeatable, all sent as one Cookie header "a=1; b=2"
+    #[arg(long = "cookie", value_name = "NAME=VALUE", value_parser = cookie)]
+    cookies: Vec<(String, String)>,
+    #[command(flatten)]
+    rules_dir: DirArg,
+    /// GitLab's route snapshot [default: tests/rules/gitlab_routes.json
+    /// beside the rules directory]
+    #[arg(long, value_name = "FILE")]
+    routes: Option<String>,
+    /// The expectation table [default: route_claims.txt in the rules
+    /// directory]
+    #[arg(long, value_name = "FILE")]
+    claims: Option<String>,
+}
 
-exit: 0 explained, 1 bad ruleset or request, 2 usage";
+fn header(v: &str) -> Result<(String, String), &'static str> {
+    parse_header_arg(v).ok_or("expected 'Name: value'")
+}
 
-pub fn run(mut args: Args) -> Outcome<i32> {
-    let (mut ruleset, mut method, mut url, mut rules_dir) = (None, None, None, None);
-    let (mut routes, mut claims) = (None, None);
-    let mut spec = RequestSpec::default();
-    while let Some(arg) = args.next_arg() {
-        match arg {
-            Arg::Opt(name, inline) => {
-                let slot = match name.as_str() {
-                    "--ruleset" => &mut ruleset,
-                    "--method" => &mut method,
-                    "--url" => &mut url,
-                    "--rules-dir" => &mut rules_dir,
-                    "--routes" => &mut routes,
-                    "--claims" => &mut claims,
-                    "--header" => {
-                        let v = args.value(&name, inline)?;
-                        let header = parse_header_arg(&v).ok_or_else(|| {
-                            Failure::usage(format!("--header {v:?}: expected 'Name: value'"))
-                        })?;
-                        spec.headers.push(header);
-                        continue;
-                    }
-                    "--cookie" => {
-                        let v = args.value(&name, inline)?;
-                        let cookie = parse_cookie_arg(&v).ok_or_else(|| {
-                            Failure::usage(format!("--cookie {v:?}: expected 'name=value'"))
-                        })?;
-                        spec.cookies.push(cookie);
-                        continue;
-                    }
-                    _ => return Err(unknown("explain", Arg::Opt(name, inline))),
-                };
-                let v = args.value(&name, inline)?;
-                set_once(slot, &name, v)?;
-            }
-            other => return Err(unknown("explain", other)),
-        }
-    }
-    let ruleset = ruleset.ok_or_else(|| Failure::usage("explain needs --ruleset NAME_OR_FILE"))?;
-    spec.url = url.ok_or_else(|| Failure::usage("explain needs --url URL"))?;
-    spec.method = method.unwrap_or_else(|| "GET".to_string());
+fn cookie(v: &str) -> Result<(String, String), &'static str> {
+    parse_cookie_arg(v).ok_or("expected 'name=value'")
+}
 
-    let dir = RulesDir::new(rules_dir);
-    let loaded = rules::load_arg(&dir, &ruleset)?;
+pub fn run(args: Args) -> Outcome<i32> {
+    let spec = RequestSpec {
+        method: args.method,
+        url: args.url,
+        headers: args.headers,
+        cookies: args.cookies,
+    };
+    let dir = args.rules_dir.dir();
+    let loaded = rules::load_arg(&dir, &args.ruleset)?;
     let request = spec.build().map_err(Failure::data)?;
     let mut line = explain_from(&loaded.ruleset, &request, 0);
-    if let Some(lookup) = Lookup::load(&dir, routes, claims)? {
+    if let Some(lookup) = Lookup::load(&dir, args.routes, args.claims)? {
         let decision = loaded.ruleset.decide(&request);
         line.pop();
         line.push_str(&format!(

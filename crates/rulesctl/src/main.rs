@@ -22,58 +22,47 @@ mod snapshot;
 mod token;
 mod validate;
 
-use cli::{Args, Failure};
+use clap::{Parser, Subcommand};
+use cli::Failure;
 
-const USAGE: &str = "\
-rulesctl: validate, explain and diff GitLab Cells HTTP router rulesets
+/// Validate, explain and diff GitLab Cells HTTP router rulesets
+#[derive(Parser)]
+#[command(
+    name = "rulesctl",
+    version,
+    arg_required_else_help = true,
+    after_help = "\
+A NAME_OR_FILE with a / or ending in .json is a file; a NAME is rules/NAME.json
+in the rules directory: --rules-dir DIR, else $RULESCTL_RULES_DIR, else the
+nearest rules/ in the working directory or above it.
 
-usage:
-  rulesctl validate [--strict] [NAME_OR_FILE...]
-  rulesctl explain --ruleset NAME_OR_FILE --url URL [--method METHOD]
-                   [--header 'Name: value']... [--cookie 'name=value']...
-  rulesctl diff OLD NEW --requests FILE [--json]
-  rulesctl routes-check FILE [--ruleset NAME_OR_FILE] [--claims FILE]
-  rulesctl token --cell ID [--prefix glpat-] [--field k=v]... [--seed N]
-  rulesctl token --decode TOKEN
-  rulesctl signature keygen | public-key --key-file F | verify ... TOKEN
-  rulesctl control show|set|put|check --env ENV [--dry-run] ...
-  rulesctl help [COMMAND]
+exit: 0 ok, 1 bad data (ruleset, request, file, token), 2 usage error"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-A NAME is rules/NAME.json in the nearest rules/ directory (or --rules-dir
-DIR, or $RULESCTL_RULES_DIR); an argument with a / or ending in .json is a
-file. `rulesctl COMMAND --help` tells more.
-
-exit: 0 ok, 1 bad data (ruleset, request, file, token), 2 usage error";
-
-fn help_for(command: &str) -> Option<&'static str> {
-    Some(match command {
-        "validate" => validate::HELP,
-        "explain" => explain::HELP,
-        "diff" => diff::HELP,
-        "token" => token::HELP,
-        "signature" => signature::HELP,
-        "routes-check" => routes_check::HELP,
-        "control" => control::HELP,
-        _ => return None,
-    })
+#[derive(Subcommand)]
+enum Command {
+    Validate(validate::Args),
+    Explain(explain::Args),
+    Diff(diff::Args),
+    RoutesCheck(routes_check::Args),
+    Token(token::Args),
+    #[command(subcommand)]
+    Signature(signature::Command),
+    #[command(subcommand)]
+    Control(control::Command),
 }
 
 fn main() {
-    let mut argv = Vec::new();
-    for arg in std::env::args_os().skip(1) {
-        match arg.into_string() {
-            Ok(a) => argv.push(a),
-            Err(bad) => {
-                out::err_line(&format!("rulesctl: argument {bad:?} is not UTF-8"));
-                std::process::exit(2);
-            }
-        }
-    }
-    std::process::exit(match run(argv) {
+    let code = match run(Cli::parse().command) {
         Ok(code) => code,
+        // As clap reports what it finds wrong.
         Err(Failure::Usage(message)) => {
             out::err_line(&format!(
-                "rulesctl: {message}\nrun `rulesctl --help` for usage"
+                "error: {message}\n\nFor more information, try '--help'."
             ));
             2
         }
@@ -81,49 +70,70 @@ fn main() {
             out::err_line(&format!("rulesctl: {message}"));
             1
         }
-    });
+    };
+    std::process::exit(code);
 }
 
-fn run(mut argv: Vec<String>) -> cli::Outcome<i32> {
-    if argv.is_empty() {
-        out::err_line(USAGE);
-        return Ok(2);
+fn run(command: Command) -> cli::Outcome<i32> {
+    match command {
+        Command::Validate(args) => validate::run(args),
+        Command::Explain(args) => explain::run(args),
+        Command::Diff(args) => diff::run(args),
+        Command::RoutesCheck(args) => routes_check::run(args),
+        Command::Token(args) => token::run(args),
+        Command::Signature(command) => signature::run(command),
+        Command::Control(command) => control::run(command),
     }
-    let command = argv.remove(0);
-    let wants_help = argv
-        .iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a == "--help" || a == "-h");
-    match command.as_str() {
-        "--help" | "-h" => {
-            out::line(USAGE);
-            Ok(0)
-        }
-        "help" => match argv.first() {
-            None => {
-                out::line(USAGE);
-                Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every command and argument has its line in the help.
+    #[test]
+    fn every_command_and_argument_is_documented() {
+        fn check(command: &clap::Command, path: &str) {
+            for arg in command.get_arguments() {
+                assert!(arg.get_help().is_some(), "{path} {}", arg.get_id());
             }
-            Some(c) => {
-                let text = help_for(c)
-                    .ok_or_else(|| Failure::usage(format!("help: unknown command {c:?}")))?;
-                out::line(text);
-                Ok(0)
+            for sub in command.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                assert!(sub.get_about().is_some(), "{path}");
+                check(sub, &path);
             }
-        },
-        c if wants_help && help_for(c).is_some() => {
-            out::line(help_for(c).unwrap_or(USAGE));
-            Ok(0)
         }
-        "validate" => validate::run(Args::new(argv)),
-        "explain" => explain::run(Args::new(argv)),
-        "diff" => diff::run(Args::new(argv)),
-        "token" => token::run(Args::new(argv)),
-        "signature" => signature::run(Args::new(argv)),
-        "routes-check" => routes_check::run(Args::new(argv)),
-        "control" => control::run(Args::new(argv)),
-        other => Err(Failure::usage(format!(
-            "unknown command {other:?} (commands: validate, explain, diff, routes-check, token, signature, control, help)"
-        ))),
+        let mut command = Cli::command();
+        command.build();
+        check(&command, "rulesctl");
+        Cli::command().debug_assert();
+    }
+
+    /// The command lines of the docs, scripts and tests that the
+    /// integration tests do not run (they need wrangler or a stack).
+    #[test]
+    fn command_lines_in_use_parse() {
+        for line in [
+            "control set --env dev --local mode=passthrough --dry-run",
+            "control show --env production",
+            "control set --env production mode=passthrough note=INC-123",
+            "control set --env production purge request_log=all reset",
+            "control put --env production control.json",
+            "control check control.json",
+            "control check -",
+            "control show --env dev --local --persist-to d --config w",
+            "control set --dry-run mode=passthrough note=INC-2 --env dev",
+            "signature keygen",
+            "signature public-key --key-file key",
+            "signature verify --public-key K --audience 127.0.0.1:1 --method POST \
+             --url /api/v4/projects?page=2 --content-length 2 --content-type a/b \
+             --issuer i --max-lifetime 10 --leeway 0 --now 1 TOKEN",
+        ] {
+            let argv = std::iter::once("rulesctl").chain(line.split_whitespace());
+            if let Err(e) = Cli::try_parse_from(argv) {
+                panic!("{line}: {e}");
+            }
+        }
     }
 }

@@ -8,21 +8,20 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::cli::{set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::cli::{Failure, Outcome};
 use crate::decision::sent_claim;
 use crate::out;
 use crate::reserved_words::derive;
 use crate::route_claims::{Claim, Expected, Table};
 use crate::route_template::{Token, DOTTED_GLOB, DOTTED_PARAM, GLOB, PARAM};
-use crate::rules::{self, RulesDir};
+use crate::rules::{self, DirArg};
 use crate::snapshot::{Route, Snapshot};
 use router_core::select::reserved::is_reserved_top_level_route;
 use router_core::{RequestParts, Ruleset};
 
-pub const HELP: &str = "\
-usage: rulesctl routes-check FILE [--ruleset NAME_OR_FILE] [--claims FILE]
-                             [--rules-dir DIR] [--quiet]
-
+/// Replay GitLab's route snapshot against a ruleset and the claims table.
+#[derive(clap::Args)]
+#[command(after_long_help = "\
 FILE is GitLab's route snapshot, config/routing/gitlab_routes.json as
 GitLab's gem gitlab-cells-http_router writes it: a JSON array (sorted, at
 least 1000 routes) of
@@ -32,13 +31,13 @@ least 1000 routes) of
 or the older form, template and example only. Each example must be the one
 the gem derives from its template.
 
-The expectation table (--claims, default route_claims.txt in the rules
-directory) says for every template what the router must claim. Sent as
-anonymous GET requests, per template: the example, the dotted example, each
-with \".json\" appended when the route accepts a format, and for a template
-whose owner is an id or an encoded path, the table's samples (a numeric id,
-an encoded full path, upper case). Prints the rule and claim per request
-(\"ok\" or \"FAIL\", with the table entry that decided), then a summary.
+The expectation table (--claims) says for every template what the router
+must claim. Sent as anonymous GET requests, per template: the example, the
+dotted example, each with \".json\" appended when the route accepts a
+format, and for a template whose owner is an id or an encoded path, the
+table's samples (a numeric id, an encoded full path, upper case). Prints
+the rule and claim per request (\"ok\" or \"FAIL\", with the table entry
+that decided), then a summary.
 
 Fails (exit 1) when
   a request does not send the claim its table entry says, or sends one
@@ -50,42 +49,42 @@ Fails (exit 1) when
     are not the literal first segments of the snapshot and the literal
     words beside a claimed name.
 
-  --ruleset  default cells
-  --quiet    print only failures and the summary
+exit: 0 all as expected, 1 a failure or bad data, 2 usage")]
+pub struct Args {
+    /// GitLab's route snapshot (gitlab_routes.json)
+    file: String,
+    /// The ruleset to replay against
+    #[arg(long, value_name = "NAME_OR_FILE", default_value = "cells")]
+    ruleset: String,
+    /// The expectation table [default: route_claims.txt in the rules
+    /// directory]
+    #[arg(long, value_name = "FILE")]
+    claims: Option<String>,
+    #[command(flatten)]
+    rules_dir: DirArg,
+    /// Print only failures and the summary
+    #[arg(long)]
+    quiet: bool,
+}
 
-exit: 0 all as expected, 1 a failure or bad data, 2 usage";
-
-pub fn run(mut args: Args) -> Outcome<i32> {
-    let (mut file, mut ruleset, mut rules_dir, mut claims) = (None, None, None, None);
-    let mut quiet = false;
-    while let Some(arg) = args.next_arg() {
-        match arg {
-            Arg::Opt(name, None) if name == "--quiet" => quiet = true,
-            Arg::Opt(name, inline) => {
-                let slot = match name.as_str() {
-                    "--ruleset" => &mut ruleset,
-                    "--rules-dir" => &mut rules_dir,
-                    "--claims" => &mut claims,
-                    _ => return Err(unknown("routes-check", Arg::Opt(name, inline))),
-                };
-                let v = args.value(&name, inline)?;
-                set_once(slot, &name, v)?;
-            }
-            Arg::Positional(p) if file.is_none() => file = Some(p),
-            other => return Err(unknown("routes-check", other)),
-        }
-    }
-    let file = file.ok_or_else(|| Failure::usage("routes-check needs FILE"))?;
+pub fn run(args: Args) -> Outcome<i32> {
+    let Args {
+        file,
+        ruleset,
+        claims,
+        rules_dir,
+        quiet,
+    } = args;
     let started = Instant::now();
     let text = std::fs::read_to_string(&file).map_err(|e| Failure::data(format!("{file}: {e}")))?;
     let snapshot = Snapshot::parse(&text).map_err(|e| Failure::data(format!("{file}: {e}")))?;
-    let dir = RulesDir::new(rules_dir);
+    let dir = rules_dir.dir();
     let claims = match claims {
         Some(path) => PathBuf::from(path),
         None => dir.locate()?.join("route_claims.txt"),
     };
     let table = load_table(&claims)?;
-    let loaded = rules::load_arg(&dir, ruleset.as_deref().unwrap_or("cells"))?;
+    let loaded = rules::load_arg(&dir, &ruleset)?;
     let loaded_in = started.elapsed();
 
     let replayed = Instant::now();

@@ -14,6 +14,21 @@ pub struct RulesDir {
     explicit: Option<PathBuf>,
 }
 
+/// `--rules-dir`, shared by the commands that look rulesets up by name.
+#[derive(clap::Args)]
+pub struct DirArg {
+    /// Where NAMEs are looked up [default: $RULESCTL_RULES_DIR or the
+    /// nearest rules/]
+    #[arg(long = "rules-dir", value_name = "DIR")]
+    rules_dir: Option<String>,
+}
+
+impl DirArg {
+    pub fn dir(&self) -> RulesDir {
+        RulesDir::new(self.rules_dir.clone())
+    }
+}
+
 impl RulesDir {
     pub fn new(explicit: Option<String>) -> RulesDir {
         let explicit = explicit

@@ -4,34 +4,39 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use router_core::forward::signing::{DEFAULT_ISSUER, DEFAULT_TTL_SECS};
 use router_keys::{public_key_from_base64, signer_from_base64, verify, Expected, SignerKeys};
 
-use crate::cli::{set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::cli::{Failure, Outcome};
 use crate::out;
 
-pub const HELP: &str = "\
-usage: rulesctl signature keygen
-       rulesctl signature public-key --key-file FILE
-       rulesctl signature verify --public-key BASE64 --audience HOST[:PORT]
-                                 --method METHOD --url PATH[?QUERY]
-                                 [--content-length N] [--content-type TYPE]
-                                 [--issuer ISS] [--max-lifetime SECONDS]
-                                 [--leeway SECONDS] [--now UNIX_MS] TOKEN
+/// Signing keys, and checking the router's request signatures.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Print a new Ed25519 key pair
+    #[command(after_help = "\
+Prints two lines: `secret: <base64 seed>` (set it with `wrangler secret put
+GITLAB_ROUTER_SIGNING_KEY`) and `public: <base64>` (give it to the cells).")]
+    Keygen,
+    /// Print the public key of the secret key in FILE
+    PublicKey {
+        /// The secret key (base64 seed), as keygen prints it
+        #[arg(long, value_name = "FILE")]
+        key_file: String,
+    },
+    /// Check the router's signature header a cell received
+    Verify(Verify),
+}
 
-keygen prints a new Ed25519 key as two lines: `secret: <base64 seed>` (set
-it with `wrangler secret put GITLAB_ROUTER_SIGNING_KEY`) and
-`public: <base64>` (give it to the cells).
-public-key prints the public key of a secret key read from FILE.
-verify checks the X-Gitlab-Http-Router-Signature value a cell received:
-signature (EdDSA only), expiry, iat and nbf (leeway default 5 s), lifetime
-(exp - iat at most --max-lifetime, default 60 s: the router's default
-GITLAB_ROUTER_SIGNATURE_TTL_SECONDS), issuer (default gitlab-http-router),
-audience (the cell's own address as the router dialled it), method, path
-and query, Content-Type (pass the received one; signed when present) and
-Content-Length (pass the received one; checked when signed). The body is
-not covered: it is streamed, and hashing it would mean buffering it. On
-success it prints the token's claims as JSON and exits 0; otherwise it
-prints why on stderr and exits 1.
+#[derive(clap::Args)]
+#[command(after_long_help = "\
+Checks the signature (EdDSA only), expiry, iat and nbf (within --leeway),
+the lifetime (exp - iat at most --max-lifetime: the router's default
+GITLAB_ROUTER_SIGNATURE_TTL_SECONDS), the issuer, the audience, method,
+path and query, Content-Type (signed when present) and Content-Length
+(checked when signed). The body is not covered: it is streamed, and hashing
+it would mean buffering it. On success it prints the token's claims as JSON
+and exits 0; otherwise it prints why on stderr and exits 1.
 
 Replays: verify alone accepts a token again within its lifetime (with the
 same path, method and headers). Refuse a second use of its `jti` with your
@@ -40,32 +45,51 @@ ReplayStore (MemoryReplayStore for one process; a shared store such as
 Redis `SET <jti> 1 NX EXAT <exp>` for many); from a hook, keep the printed
 `jti` until the printed `exp` and refuse one seen before.
 
-exit: 0 ok, 1 refused or bad key, 2 usage";
+exit: 0 ok, 1 refused or bad key, 2 usage")]
+pub struct Verify {
+    /// The router's public key (keygen's `public:`)
+    #[arg(long, value_name = "BASE64")]
+    public_key: String,
+    /// The cell's own address, as the router dialled it
+    #[arg(long, value_name = "HOST[:PORT]")]
+    audience: String,
+    /// The request's method
+    #[arg(long)]
+    method: String,
+    /// The request's path and query
+    #[arg(long, value_name = "PATH[?QUERY]")]
+    url: String,
+    /// The Content-Length received, if any
+    #[arg(long, value_name = "N")]
+    content_length: Option<String>,
+    /// The Content-Type received, if any
+    #[arg(long, value_name = "TYPE")]
+    content_type: Option<String>,
+    /// The issuer to expect
+    #[arg(long, value_name = "ISS", default_value = DEFAULT_ISSUER)]
+    issuer: String,
+    /// The longest lifetime (exp - iat) to accept
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_TTL_SECS)]
+    max_lifetime: u32,
+    /// The clock skew to allow for exp, iat and nbf
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    leeway: u32,
+    /// The time to check at [default: now]
+    #[arg(long, value_name = "UNIX_MS")]
+    now: Option<u64>,
+    /// The signature header's value
+    token: String,
+}
 
-pub fn run(mut args: Args) -> Outcome<i32> {
-    let sub = match args.next_arg() {
-        Some(Arg::Positional(s)) => s,
-        Some(other) => return Err(unknown("signature", other)),
-        None => {
-            return Err(Failure::usage(
-                "signature needs keygen, public-key or verify",
-            ))
-        }
-    };
-    match sub.as_str() {
-        "keygen" => keygen(args),
-        "public-key" => public_key(args),
-        "verify" => verify_cmd(args),
-        other => Err(Failure::usage(format!(
-            "signature: unknown subcommand {other:?} (keygen, public-key, verify)"
-        ))),
+pub fn run(command: Command) -> Outcome<i32> {
+    match command {
+        Command::Keygen => keygen(),
+        Command::PublicKey { key_file } => public_key(&key_file),
+        Command::Verify(args) => verify_cmd(args),
     }
 }
 
-fn keygen(mut args: Args) -> Outcome<i32> {
-    if let Some(arg) = args.next_arg() {
-        return Err(unknown("signature keygen", arg));
-    }
+fn keygen() -> Outcome<i32> {
     let mut seed = [0u8; 32];
     crate::token::fill_random(&mut seed, "")?;
     let secret = STANDARD.encode(seed);
@@ -77,95 +101,33 @@ fn keygen(mut args: Args) -> Outcome<i32> {
     Ok(0)
 }
 
-fn public_key(mut args: Args) -> Outcome<i32> {
-    let mut file = None;
-    while let Some(arg) = args.next_arg() {
-        match arg {
-            Arg::Opt(name, inline) if name == "--key-file" => {
-                let v = args.value(&name, inline)?;
-                set_once(&mut file, &name, v)?;
-            }
-            other => return Err(unknown("signature public-key", other)),
-        }
-    }
-    let file = file.ok_or_else(|| Failure::usage("signature public-key needs --key-file FILE"))?;
-    let key = std::fs::read_to_string(&file).map_err(|e| Failure::data(format!("{file}: {e}")))?;
+fn public_key(file: &str) -> Outcome<i32> {
+    let key = std::fs::read_to_string(file).map_err(|e| Failure::data(format!("{file}: {e}")))?;
     let signer = signer_from_base64(key.trim(), "gitlab-http-router", 60)
         .map_err(|e| Failure::data(format!("{file}: {e}")))?;
     out::line(&signer.public_key_base64());
     Ok(0)
 }
 
-fn verify_cmd(mut args: Args) -> Outcome<i32> {
-    let (mut key, mut audience, mut method, mut url, mut leeway, mut now, mut token) =
-        (None, None, None, None, None, None, None);
-    let (mut content_length, mut content_type, mut issuer, mut max_lifetime) =
-        (None, None, None, None);
-    while let Some(arg) = args.next_arg() {
-        match arg {
-            Arg::Opt(name, inline) => {
-                let slot = match name.as_str() {
-                    "--public-key" => &mut key,
-                    "--audience" => &mut audience,
-                    "--method" => &mut method,
-                    "--url" => &mut url,
-                    "--leeway" => &mut leeway,
-                    "--now" => &mut now,
-                    "--content-length" => &mut content_length,
-                    "--content-type" => &mut content_type,
-                    "--issuer" => &mut issuer,
-                    "--max-lifetime" => &mut max_lifetime,
-                    _ => return Err(unknown("signature verify", Arg::Opt(name, inline))),
-                };
-                let v = args.value(&name, inline)?;
-                set_once(slot, &name, v)?;
-            }
-            Arg::Positional(t) => set_once(&mut token, "TOKEN", t)?,
-        }
-    }
-    let need = |v: Option<String>, what: &str| {
-        v.ok_or_else(|| Failure::usage(format!("signature verify needs {what}")))
-    };
-    let key = public_key_from_base64(&need(key, "--public-key")?).map_err(Failure::data)?;
-    let (audience, method, url, token) = (
-        need(audience, "--audience")?,
-        need(method, "--method")?,
-        need(url, "--url")?,
-        need(token, "TOKEN")?,
-    );
-    let seconds = |v: Option<String>, name: &str, default: u32| match v {
-        None => Ok(default),
-        Some(v) => v
-            .parse::<u32>()
-            .map_err(|_| Failure::usage(format!("{name} {v:?}: expected seconds"))),
-    };
-    let leeway = seconds(leeway, "--leeway", 5)?;
-    let max_lifetime = seconds(
-        max_lifetime,
-        "--max-lifetime",
-        router_core::forward::signing::DEFAULT_TTL_SECS,
-    )?;
-    let now = match now {
-        Some(v) => v
-            .parse::<u64>()
-            .map_err(|_| Failure::usage(format!("--now {v:?}: expected Unix milliseconds")))?,
-        None => std::time::SystemTime::now()
+fn verify_cmd(args: Verify) -> Outcome<i32> {
+    let key = public_key_from_base64(&args.public_key).map_err(Failure::data)?;
+    let now = args.now.unwrap_or_else(|| {
+        std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
-    };
+            .unwrap_or(0)
+    });
+    let url = args.url;
     let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
     let expected = Expected {
-        content_length: content_length.as_deref(),
-        content_type: content_type.as_deref(),
-        issuer: issuer
-            .as_deref()
-            .unwrap_or(router_core::forward::signing::DEFAULT_ISSUER),
-        max_lifetime_secs: max_lifetime,
-        leeway_secs: leeway,
-        ..Expected::new(&audience, &method, path, query, now)
+        content_length: args.content_length.as_deref(),
+        content_type: args.content_type.as_deref(),
+        issuer: &args.issuer,
+        max_lifetime_secs: args.max_lifetime,
+        leeway_secs: args.leeway,
+        ..Expected::new(&args.audience, &args.method, path, query, now)
     };
-    match verify(token.trim(), &key, &expected) {
+    match verify(args.token.trim(), &key, &expected) {
         Ok(verified) => {
             let mut json = serde_json::to_value(&verified.claims).unwrap_or_default();
             json["iat"] = verified.issued_at.into();

@@ -6,61 +6,51 @@ use router_core::select::transform::routable_token::{
     decode_routable_token, encode_routable_token,
 };
 
-use crate::cli::{set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::cli::{Failure, Outcome};
 use crate::decision::json_str;
 use crate::out;
 
-pub const HELP: &str = "\
-usage: rulesctl token --cell ID [--prefix PREFIX] [--field k=v]... [--seed N]
-       rulesctl token --decode TOKEN
-
+/// Make a routable token, or decode one.
+#[derive(clap::Args)]
+#[command(after_long_help = "\
 Prints a routable token for cell ID (16 random bytes from /dev/urandom, or
 derived from --seed N for reproducible tests), as GitLab makes them:
 PREFIX + base64url(random + payload + length) + \".01.\" + length + CRC32.
-
-  --prefix PREFIX  default glpat- (runner glrt-, job glcbt-, ...)
-  --field k=v      another payload field: k is one of g o p u t (c is
-                   --cell), v a decimal number; repeatable
-  --seed N         derive the random bytes from N (decimal u64)
 
 --decode prints the token's fields as a JSON object of decimal strings,
 e.g. {\"c\":\"11\",\"o\":\"3\"}, and exits 1 when the token does not decode (bad
 CRC, version, length or payload).
 
-exit: 0 ok, 1 token does not decode, 2 usage";
+exit: 0 ok, 1 token does not decode, 2 usage")]
+pub struct Args {
+    /// The cell id (payload field c)
+    #[arg(long, value_name = "ID")]
+    cell: Option<u64>,
+    /// The prefix: glpat- (personal), glrt- (runner), glcbt- (job), ...
+    #[arg(long, default_value = "glpat-")]
+    prefix: String,
+    /// Another payload field (k: g o p u t; v: decimal); repeatable
+    #[arg(long = "field", value_name = "K=V")]
+    fields: Vec<String>,
+    /// Derive the random bytes from N (decimal u64) instead of /dev/urandom
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Print the fields of TOKEN instead of making one
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        // With an empty --prefix a token may start with a dash.
+        allow_hyphen_values = true,
+        conflicts_with_all = ["cell", "prefix", "fields", "seed"]
+    )]
+    decode: Option<String>,
+}
 
 /// The payload keys GitLab writes; `c` is the cell.
 const KEYS: &[char] = &['c', 'g', 'o', 'p', 'u', 't'];
 
-pub fn run(mut args: Args) -> Outcome<i32> {
-    let (mut cell, mut prefix, mut seed, mut decode) = (None, None, None, None);
-    let mut extra: Vec<String> = Vec::new();
-    while let Some(arg) = args.next_arg() {
-        match arg {
-            Arg::Opt(name, inline) => {
-                let slot = match name.as_str() {
-                    "--cell" => &mut cell,
-                    "--prefix" => &mut prefix,
-                    "--seed" => &mut seed,
-                    "--decode" => &mut decode,
-                    "--field" => {
-                        extra.push(args.value(&name, inline)?);
-                        continue;
-                    }
-                    _ => return Err(unknown("token", Arg::Opt(name, inline))),
-                };
-                // A prefix may be empty; every other value may not.
-                let v = args.value(&name, inline)?;
-                set_once(slot, &name, v)?;
-            }
-            other => return Err(unknown("token", other)),
-        }
-    }
-
-    if let Some(token) = decode {
-        if cell.is_some() || prefix.is_some() || seed.is_some() || !extra.is_empty() {
-            return Err(Failure::usage("token --decode takes no other option"));
-        }
+pub fn run(args: Args) -> Outcome<i32> {
+    if let Some(token) = args.decode {
         let token = token.trim();
         let fields = decode_routable_token(token).ok_or_else(|| {
             Failure::data(format!(
@@ -76,10 +66,10 @@ pub fn run(mut args: Args) -> Outcome<i32> {
     }
 
     let mut fields: Vec<(char, u64)> = Vec::new();
-    if let Some(cell) = &cell {
-        fields.push(('c', number("--cell", cell)?));
+    if let Some(cell) = args.cell {
+        fields.push(('c', cell));
     }
-    for field in &extra {
+    for field in &args.fields {
         let (key, value) = field
             .split_once('=')
             .ok_or_else(|| Failure::usage(format!("--field {field:?}: expected k=v")))?;
@@ -107,14 +97,14 @@ pub fn run(mut args: Args) -> Outcome<i32> {
     if fields.is_empty() {
         return Err(Failure::usage("token needs --cell ID (or --decode TOKEN)"));
     }
-    let prefix = prefix.unwrap_or_else(|| "glpat-".to_string());
+    let prefix = args.prefix;
     if prefix.contains(|c: char| c == '.' || c.is_whitespace() || c.is_control()) {
         return Err(Failure::usage(format!(
             "--prefix {prefix:?}: a prefix has no dots or whitespace"
         )));
     }
-    let random = match &seed {
-        Some(s) => seeded(number("--seed", s)?),
+    let random = match args.seed {
+        Some(s) => seeded(s),
         None => {
             let mut bytes = [0u8; 16];
             fill_random(&mut bytes, " (use --seed N)")?;

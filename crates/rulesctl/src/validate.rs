@@ -3,46 +3,35 @@
 
 use std::path::PathBuf;
 
-use crate::cli::{no_value, set_once, unknown, Arg, Args, Failure, Outcome};
+use crate::cli::{Failure, Outcome};
 use crate::out;
-use crate::rules::{self, Loaded, RulesDir};
+use crate::rules::{self, DirArg, Loaded};
 
-pub const HELP: &str = "\
-usage: rulesctl validate [--strict] [--rules-dir DIR] [NAME_OR_FILE...]
+/// Compile rulesets as the router does; warn about likely mistakes
+#[derive(clap::Args)]
+#[command(after_long_help = "\
+Prints `ok FILE (N rules)` for each good ruleset and `error FILE: ...`
+(naming the rule and field) for each bad one; warnings are printed as
+`warning FILE: ...`.
 
-Compiles each ruleset exactly as the router does (all of rules/*.json when
-none is given; NAME means rules/NAME.json). Prints `ok FILE (N rules)` for
-each good one and `error FILE: ...` (naming the rule and field) for each bad
-one; warnings are printed as `warning FILE: ...`.
+exit: 0 all valid, 1 any invalid (or any warning with --strict), 2 usage")]
+pub struct Args {
+    /// Treat warnings as errors
+    #[arg(long)]
+    strict: bool,
+    #[command(flatten)]
+    rules_dir: DirArg,
+    /// The rulesets to compile [default: every rules/*.json]
+    #[arg(value_name = "NAME_OR_FILE")]
+    targets: Vec<String>,
+}
 
-  --strict         treat warnings as errors
-  --rules-dir DIR  where NAME is looked up (default: the nearest rules/)
-
-exit: 0 all valid, 1 any invalid (or any warning with --strict), 2 usage";
-
-pub fn run(mut args: Args) -> Outcome<i32> {
-    let mut strict = false;
-    let mut rules_dir = None;
-    let mut targets = Vec::new();
-    while let Some(arg) = args.next_arg() {
-        match arg {
-            Arg::Opt(name, inline) if name == "--strict" => {
-                no_value(&name, inline)?;
-                strict = true;
-            }
-            Arg::Opt(name, inline) if name == "--rules-dir" => {
-                let v = args.value(&name, inline)?;
-                set_once(&mut rules_dir, &name, v)?;
-            }
-            Arg::Positional(p) => targets.push(p),
-            other => return Err(unknown("validate", other)),
-        }
-    }
-    let dir = RulesDir::new(rules_dir);
-    let files: Vec<PathBuf> = if targets.is_empty() {
+pub fn run(args: Args) -> Outcome<i32> {
+    let dir = args.rules_dir.dir();
+    let files: Vec<PathBuf> = if args.targets.is_empty() {
         dir.all()?
     } else {
-        targets
+        args.targets
             .iter()
             .map(|t| dir.resolve(t))
             .collect::<Outcome<_>>()?
@@ -78,7 +67,7 @@ pub fn run(mut args: Args) -> Outcome<i32> {
             files.len()
         ));
     }
-    Ok(if invalid > 0 || (strict && warned > 0) {
+    Ok(if invalid > 0 || (args.strict && warned > 0) {
         1
     } else {
         0

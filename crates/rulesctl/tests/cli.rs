@@ -175,15 +175,26 @@ fn session_ruleset() -> Value {
 fn help_and_no_arguments() {
     let run = rulesctl(&["--help"]);
     assert_eq!(run.code, 0);
-    for command in ["validate", "explain", "diff", "token"] {
-        run.stdout_has(&format!("rulesctl {command}"));
+    for command in [
+        "validate",
+        "explain",
+        "diff",
+        "routes-check",
+        "token",
+        "signature",
+        "control",
+    ] {
+        run.stdout_has(&format!("\n  {command} "));
     }
     let run = rulesctl(&[]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("usage:"));
+    assert!(run.stderr.contains("Usage: rulesctl <COMMAND>"));
     let run = rulesctl(&["diff", "--help"]);
     assert_eq!(run.code, 0);
-    assert!(run.stdout.contains("--requests FILE"));
+    assert!(run.stdout.contains("--requests <FILE>"));
+    let run = rulesctl(&["control", "set", "-h"]);
+    assert_eq!(run.code, 0);
+    assert!(run.stdout.contains("--dry-run"));
     let run = rulesctl(&["help", "token"]);
     assert_eq!(run.code, 0);
     assert!(run.stdout.contains("--decode"));
@@ -691,23 +702,23 @@ fn diff_shipped_rules_with_the_sample_requests() {
 #[test]
 fn usage_errors_exit_2() {
     for (args, needle) in [
-        (&["frobnicate"][..], "unknown command \"frobnicate\""),
-        (&["validate", "--bogus"], "validate: unknown option --bogus"),
+        (&["frobnicate"][..], "unrecognized subcommand 'frobnicate'"),
+        (&["validate", "--bogus"], "unexpected argument '--bogus'"),
         (
             &["explain", "--ruleset", "passthrough"],
-            "explain needs --url URL",
+            "not provided:\n  --url <URL>",
         ),
         (
             &["explain", "--url", "https://gitlab.com/"],
-            "explain needs --ruleset",
+            "not provided:\n  --ruleset <NAME_OR_FILE>",
         ),
         (
             &["explain", "--ruleset", "passthrough", "--url"],
-            "--url needs a value",
+            "a value is required for '--url <URL>'",
         ),
         (
             &["explain", "--ruleset", "--url", "https://gitlab.com/"],
-            "--ruleset needs a value",
+            "a value is required for '--ruleset <NAME_OR_FILE>'",
         ),
         (
             &[
@@ -743,7 +754,7 @@ fn usage_errors_exit_2() {
                 "--url",
                 "https://gitlab.com/",
             ],
-            "--ruleset given twice",
+            "'--ruleset <NAME_OR_FILE>' cannot be used multiple times",
         ),
         (
             &[
@@ -754,24 +765,24 @@ fn usage_errors_exit_2() {
                 "https://gitlab.com/",
                 "extra",
             ],
-            "unexpected argument \"extra\"",
+            "unexpected argument 'extra'",
         ),
         (
             &["diff", "passthrough", "--requests", "x"],
-            "diff needs two rulesets",
+            "not provided:\n  <NEW>",
         ),
         (
             &["diff", "passthrough", "session_prefix"],
-            "diff needs --requests FILE",
+            "not provided:\n  --requests <FILE>",
         ),
         (
             &["diff", "a", "b", "--requests", "x", "--json=yes"],
-            "--json takes no value",
+            "unexpected value 'yes' for '--json'",
         ),
         (&["token"], "token needs --cell ID"),
         (
             &["token", "--cell", "eleven"],
-            "--cell \"eleven\": expected a decimal number",
+            "invalid value 'eleven' for '--cell <ID>'",
         ),
         (
             &["token", "--cell", "1", "--field", "x=1"],
@@ -781,7 +792,35 @@ fn usage_errors_exit_2() {
         (&["token", "--cell", "1", "--prefix", "gl.pat-"], "no dots"),
         (
             &["token", "--decode", "x", "--cell", "1"],
-            "--decode takes no other option",
+            "'--decode <TOKEN>' cannot be used with '--cell <ID>'",
+        ),
+        (&["signature"], "Usage: rulesctl signature <COMMAND>"),
+        (&["signature", "public-key"], "--key-file <FILE>"),
+        (
+            &[
+                "signature",
+                "verify",
+                "--public-key",
+                "K",
+                "--leeway",
+                "soon",
+            ],
+            "invalid value 'soon' for '--leeway <SECONDS>'",
+        ),
+        (&["control", "show"], "control show: --env is required"),
+        (&["control", "set", "--env", "dev"], "<CHANGE>..."),
+        (
+            &["control", "set", "--env", "dev", "mode"],
+            "invalid value 'mode' for '<CHANGE>...': not a change",
+        ),
+        (&["control", "check"], "<FILE>"),
+        (
+            &["validate", "--strict=yes"],
+            "unexpected value 'yes' for '--strict'",
+        ),
+        (
+            &["validate", "--rules-dir"],
+            "a value is required for '--rules-dir <DIR>'",
         ),
     ] {
         let run = rulesctl(args);
