@@ -17,7 +17,7 @@ cargo test --quiet -p gitlab-http-router --lib
 # setup and the routeSync -> routeAsync hand-off.
 echo "==> wasm tests (wasm-bindgen-test under Node)" >&2
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
-  cargo test --quiet --target wasm32-unknown-unknown -p gitlab-http-router --lib wasm_tests
+  cargo test --target wasm32-unknown-unknown -p gitlab-http-router --lib wasm_tests
 
 echo "==> building the worker and the local stack" >&2
 bash scripts/build-worker.sh
