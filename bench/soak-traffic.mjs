@@ -214,7 +214,10 @@ export function patternChecker() {
 }
 
 // ---------------------------------------------------------------------------
-// Operations. Each resolves with an outcome:
+// Operations. Every request carries `x-soak-request` (its number) and
+// `x-soak-cell` (the cell the soak expects: the null worker,
+// bench/soak-null-worker.mjs, forwards by it; the router forwards it as
+// any other header). Each resolves with an outcome:
 //   { op, key, method, path, headers, status, cell (X-Demo-Cell or null),
 //     started, ended, problems: [{kind, detail}], ... }
 // `problems` are checks that failed regardless of the schedule (corrupt
@@ -262,7 +265,7 @@ export async function plainRequest(base, key, random, reqId) {
   const { path, headers } = target(key, random);
   const post = random() < 0.25;
   const body = post ? Buffer.from(JSON.stringify({ soak: reqId, at: Date.now() })) : undefined;
-  const h = { ...headers, "x-soak-request": String(reqId), ...(post ? { "content-type": "application/json" } : {}) };
+  const h = { ...headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), ...(post ? { "content-type": "application/json" } : {}) };
   const started = Date.now();
   const res = await send(base() + path, { method: post ? "POST" : "GET", headers: h, body, timeoutMs: 30_000 });
   const o = outcome("request", key, post ? "POST" : "GET", path, h, started, res);
@@ -274,7 +277,7 @@ export async function upload(base, key, size, seed, reqId) {
   const { path, headers } = transferTarget(key);
   const body = uploadBody(size, seed);
   const chunked = seed % 2 === 0;
-  const h = { ...headers, "x-soak-request": String(reqId), "content-type": "application/octet-stream", ...(chunked ? {} : { "content-length": String(size) }) };
+  const h = { ...headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), "content-type": "application/octet-stream", ...(chunked ? {} : { "content-length": String(size) }) };
   const started = Date.now();
   const res = await send(base() + path, { method: "PUT", headers: h, body, timeoutMs: 120_000 + size / 100_000 });
   const o = outcome("upload", key, "PUT", path, h, started, res);
@@ -285,7 +288,7 @@ export async function upload(base, key, size, seed, reqId) {
 
 export async function download(base, key, size, reqId) {
   const { path, headers } = transferTarget(key);
-  const h = { ...headers, "x-soak-request": String(reqId), "x-demo-response-bytes": String(size) };
+  const h = { ...headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), "x-demo-response-bytes": String(size) };
   const check = patternChecker();
   const started = Date.now();
   const res = await send(base() + path, { headers: h, onChunk: (c) => check.feed(c), timeoutMs: 120_000 + size / 100_000 });
@@ -304,7 +307,7 @@ export async function download(base, key, size, reqId) {
 export async function longPoll(base, key, delayMs, reqId) {
   const path = "/api/v4/jobs/request";
   const body = Buffer.from(JSON.stringify({ token: "runner", last_update: String(reqId) }));
-  const h = { ...key.headers, "x-soak-request": String(reqId), "content-type": "application/json", "x-demo-delay-ms": String(delayMs) };
+  const h = { ...key.headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), "content-type": "application/json", "x-demo-delay-ms": String(delayMs) };
   const started = Date.now();
   const res = await send(base() + path, { method: "POST", headers: h, body, timeoutMs: delayMs + 30_000 });
   const o = outcome("longpoll", key, "POST", path, h, started, res);
@@ -322,7 +325,7 @@ export async function longPoll(base, key, delayMs, reqId) {
  */
 export async function wsSession(base, key, durationMs, random, reqId) {
   const path = "/-/cable";
-  const h = { ...key.headers, "x-soak-request": String(reqId), origin: "http://soak.invalid" };
+  const h = { ...key.headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), origin: "http://soak.invalid" };
   const started = Date.now();
   let conn;
   try {
