@@ -758,7 +758,8 @@ function comparisonLines(a, b, bStatus) {
     if (!gens.length) return "not read";
     const heap = Math.max(...gens.map((g) => g.own.heap_total_end));
     const wasm = gens.filter((g) => g.own.wasm);
-    return `JS heap up to ${heap} MiB${wasm.length ? `, wasm memory ${Math.min(...wasm.map((g) => g.own.wasm.start))}–${Math.max(...wasm.map((g) => g.own.wasm.end))} MiB` : ""}`;
+    const [lo, hi] = [Math.min(...wasm.map((g) => g.own.wasm.start)), Math.max(...wasm.map((g) => g.own.wasm.end))];
+    return `JS heap up to ${heap} MiB${wasm.length ? `, wasm memory ${lo === hi ? `${lo} MiB throughout` : `${lo}–${hi} MiB`}` : ""}`;
   };
   const when = (r) => `${r.date.slice(0, 16).replace("T", " ")}${r.ok ? "" : " FAILED"}`;
   return [
