@@ -36,7 +36,10 @@
 // null worker, or the router in another set-up), --vs-null (the router's
 // run, then the null worker's paced on it, and a comparison of their RSS
 // growth), --no-cache-api (Miniflare's Cache API off: what it takes of
-// workerd's RSS; the router's stale answers from it then fail).
+// workerd's RSS; the router's stale answers from it then fail),
+// --matched-io (with --worker null or --vs-null: the null worker also makes
+// the router's I/O for each request, its Cache API reads and writes and
+// Topology Service calls, from the questions the soak names).
 // Writes target/soak/latest.json (the null worker: target/soak/null-<mode>.json);
 // exit 1 on failure.
 import { spawnSync } from "node:child_process";
@@ -51,12 +54,12 @@ import { rng, zipf, keySpace, plainRequest, upload, download, longPoll, wsSessio
 
 const MiB = 1024 * 1024;
 const args = process.argv.slice(2);
-const USAGE = "usage: bash bench/soak.sh [--short] [--clients N] [--seconds S] [--seed N] [--record] [--worker router|null] [--paced] [--vs-null] [--no-cache-api]";
+const USAGE = "usage: bash bench/soak.sh [--short] [--clients N] [--seconds S] [--seed N] [--record] [--worker router|null] [--paced] [--vs-null] [--no-cache-api] [--matched-io]";
 /** Why the command line is wrong, or null. */
 function argsError() {
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
-    if (["--short", "--record", "--vs-null", "--paced", "--no-cache-api", "--help", "-h"].includes(a)) continue;
+    if (["--short", "--record", "--vs-null", "--paced", "--no-cache-api", "--matched-io", "--help", "-h"].includes(a)) continue;
     if (a === "--worker") {
       const v = args[++i];
       if (!["router", "null"].includes(v)) return `--worker needs router or null, got ${v ?? "nothing"}`;
@@ -74,6 +77,7 @@ const argsBad =
   (args.includes("--vs-null") && args.includes("--worker") ? "--vs-null runs both workers: no --worker with it" : null) ??
   (args.includes("--record") && args.includes("--worker") && args[args.indexOf("--worker") + 1] === "null" ? "--record writes the router's figures (with --vs-null, the comparison too), not the null worker's" : null) ??
   (args.includes("--vs-null") && (args.includes("--paced") || args.includes("--no-cache-api")) ? "--vs-null compares a plain router run with the null worker paced on it: no --paced or --no-cache-api with it" : null) ??
+  (args.includes("--matched-io") && !args.includes("--vs-null") && !(args.includes("--worker") && args[args.indexOf("--worker") + 1] === "null") ? "--matched-io is the null worker's: with --worker null or --vs-null" : null) ??
   (args.includes("--record") && (args.includes("--paced") || args.includes("--no-cache-api")) ? "--record writes a plain router run's figures: no --paced or --no-cache-api with it" : null);
 if (argsBad || args.includes("--help") || args.includes("-h")) {
   process.stderr.write(`${argsBad ? `${argsBad}\n` : ""}${USAGE}\n`);
@@ -86,6 +90,8 @@ const opt = (name, dflt) => {
 };
 const SHORT = flag("--short");
 const MODE = SHORT ? "short" : "full";
+// The null worker making the router's I/O (bench/soak-null-worker.mjs).
+const MATCHED_IO = flag("--matched-io") && args.includes("--worker") && args[args.indexOf("--worker") + 1] === "null";
 /** The figures a run of `worker` in this mode left (target/soak/<worker>-<mode>.json), or null. */
 function readRun(worker) {
   try {
@@ -637,7 +643,7 @@ async function main() {
   say(`soak (${O.mode}, ${O.worker === "null" ? "the null worker" : "the router"}): ${O.clients} clients, ${O.seconds} s, seed ${O.seed}`);
   const started = Date.now();
   const load = loadavg()[0];
-  const vars = SHORT ? { GITLAB_MEMORY_CACHE_ENTRIES: String(O.memoryEntries) } : {};
+  const vars = { ...(SHORT ? { GITLAB_MEMORY_CACHE_ENTRIES: String(O.memoryEntries) } : {}), ...(MATCHED_IO ? { SOAK_NULL_IO: "matched" } : {}) };
   stack = await startSoakStack({ keys: O.keys, cacheControl: `max-age=${O.ttl}`, notFoundCacheControl: `max-age=${O.negativeTtl}`, vars, worker: O.worker, cacheApi: !flag("--no-cache-api") });
   const startupMs = Date.now() - started;
   current = stack.routers[0];
@@ -729,6 +735,7 @@ function memorySummary(memory, requests, ok, phaseOps) {
     requests,
     paced: Boolean(PACED_ON),
     cache_api: !flag("--no-cache-api"),
+    matched_io: MATCHED_IO,
     // Operations the clients make back to back, per phase (what --paced matches).
     phase_ops: phaseOps,
     // The soak's measure (end − warm, the limit's), and start → peak.
@@ -741,8 +748,11 @@ function memorySummary(memory, requests, ok, phaseOps) {
 
 const ratio = (a, b) => (b > 0 ? `${(a / b).toFixed(2)}×` : "-");
 
+/** What a run's log lines say it did: answers by level, service attempts, questions the service did not know. */
+const ioLine = (io) => `${Object.entries(io.levels).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v}`).join(", ")}; service attempts ${io.attempts}, not-known fall-throughs ${io.fell_through}`;
+
 /** A run's name in a comparison: its worker and how it differed from a plain run. */
-const runName = (r) => `${r.worker === "null" ? "null" : "router"}${r.cache_api === false ? " (Cache API off)" : ""}`;
+const runName = (r) => `${r.worker === "null" ? (r.matched_io ? "null (I/O matched)" : "null") : "router"}${r.cache_api === false ? " (Cache API off)" : ""}`;
 
 /**
  * The lines comparing run `a`'s RSS with run `b`'s (the router's with the
@@ -766,6 +776,7 @@ function comparisonLines(a, b, bStatus) {
     `RSS, ${na} vs ${nb} (same traffic: ${nb} ${b.paced ? `paced on the ${na} run` : "NOT paced"}, seed ${b.seed}; runs of ${when(a)} and ${when(b)}${bStatus ? `, exit ${bStatus}` : ""}):`,
     `  growth (end − warm, largest generation) ${na} ${a.growth_mib} MiB, ${nb} ${b.growth_mib} MiB: ${ratio(a.growth_mib, b.growth_mib)}; start → peak ${r1(a.rise_mib)} and ${r1(b.rise_mib)} MiB: ${ratio(a.rise_mib, b.rise_mib)}; peak ${a.peak_mib} and ${b.peak_mib} MiB: ${ratio(a.peak_mib, b.peak_mib)}`,
     `  requests ${a.requests} and ${b.requests}; growth per 10,000 requests ${per10k(a)} and ${per10k(b)} MiB; their own memory: ${na} ${own(a)}; ${nb} ${own(b)}`,
+    ...(a.io && b.io && b.matched_io ? [`  I/O (their logs): ${na} ${ioLine(a.io)}; ${nb} ${ioLine(b.io)}`] : []),
   ];
 }
 
@@ -826,10 +837,18 @@ function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
   // call and a write (a subrequest each).
   const levels = {};
   for (const l of routerLogs.answers) if (l.cache !== undefined) levels[l.cache] = (levels[l.cache] ?? 0) + 1;
-  if (caches.applicable) notes.push(`answers by level (the router's log): ${Object.entries(levels).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(", ") || "none logged"}`);
-  if (!caches.applicable) notes.push("null worker: no cache, no Topology Service: the cache-capacity check, stale and fallback columns do not apply (its answers are judged like the router's: cell, echo, bodies, WebSockets, long-polls, cell 4's 502s)");
+  let attempts = 0;
+  let fellThrough = 0;
+  for (const l of routerLogs.answers) {
+    attempts += l.attempts ?? 0;
+    if (l.fell_through) fellThrough++;
+  }
+  if (caches.applicable || MATCHED_IO) notes.push(`answers by level (${MATCHED_IO ? "the I/O-matched null worker's" : "the router's"} log): ${Object.entries(levels).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(", ") || "none logged"}`);
+  if (caches.applicable || MATCHED_IO) notes.push(`  service attempts ${attempts}, answers after a question the service did not know ${fellThrough}`);
+  if (!caches.applicable) notes.push(MATCHED_IO ? "null worker, I/O matched: the router's Cache API reads and writes and service calls for each request's questions, its answers unused; the cache-capacity check, stale and fallback columns do not apply" : "null worker: no cache, no Topology Service: the cache-capacity check, stale and fallback columns do not apply (its answers are judged like the router's: cell, echo, bodies, WebSockets, long-polls, cell 4's 502s)");
   const summary = memorySummary(memory, total("requests"), ok, stats.map((s) => PACED_OPS.reduce((a, op) => a + (s.by_op[op] ?? 0), 0)));
   summary.levels = levels;
+  summary.io = { levels, attempts, fell_through: fellThrough };
   out.push(...notes);
   process.stdout.write(`\n${out.join("\n")}\n`);
 

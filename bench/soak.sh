@@ -14,6 +14,7 @@
 #   bash bench/soak.sh --record   # also writes the figures into docs/soak.md
 #   bash bench/soak.sh --short --worker null   # the null worker in the router's place
 #   bash bench/soak.sh --short --vs-null       # both, same seed: router RSS vs the null worker's
+#   bash bench/soak.sh --short --vs-null --matched-io   # the null worker making the router's I/O
 #
 # Needs build/ (scripts/build-worker.sh) and node_modules; builds devstack
 # (debug, as the e2e tests use it) when it is missing.
