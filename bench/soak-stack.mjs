@@ -5,11 +5,14 @@
 // tests/e2e/harness.mjs starts it. The topology gets many extra namespaces
 // and project ids (the soak's cold keys) and short cache lifetimes so that
 // entries expire inside a fault phase. Every process is a child of this one,
-// stopped by PID.
+// stopped by PID. `worker: "null"` puts the soak's null worker
+// (bench/soak-null-worker.mjs) in the router's place, in the same Miniflare
+// set-up, to tell workerd's own memory from the router's.
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { workerdChildren, rss } from "../tests/e2e/procs.mjs";
+import { inspectWorker } from "./soak-inspect.mjs";
 import { ROOT, startReady, startRouter, stopChild, freePort, startDevstackUp } from "../tests/e2e/harness.mjs";
 
 
@@ -70,8 +73,8 @@ export function logRing(cap = 5000) {
   return ring;
 }
 
-export async function startSoakStack({ keys, cacheControl, notFoundCacheControl, vars = {} }) {
-  const stack = { children: [], cells: {}, routers: [], logs: logRing() };
+export async function startSoakStack({ keys, cacheControl, notFoundCacheControl, vars = {}, worker = "router", cacheApi = true }) {
+  const stack = { children: [], cells: {}, routers: [], logs: logRing(), worker, cacheApi };
   try {
     // Cell 4 first: its address goes into the topology.
     const cell4Port = await freePort();
@@ -93,6 +96,8 @@ export async function startSoakStack({ keys, cacheControl, notFoundCacheControl,
       GITLAB_TOPOLOGY_TIMEOUT_MS: "500",
       // Every request: a failure is shown with the router's log line for it.
       GITLAB_REQUEST_LOG: "all",
+      // The null worker's: where each cell is.
+      ...(worker === "null" ? { SOAK_CELLS: JSON.stringify(Object.fromEntries(Object.values(stack.cells).map((c) => [String(c.id), c.addr]))) } : {}),
       ...vars,
     };
     await startRouterGeneration(stack, stack.vars);
@@ -123,15 +128,44 @@ export async function killCell4(stack) {
 }
 
 /**
+ * The null worker as a Miniflare worker named like the router, with the
+ * router's bindings (it reads SOAK_CELLS only): startRouter then runs it
+ * with every other option as it runs the router (the Cache API, stdio,
+ * direct socket, compatibility date).
+ */
+function nullWorker(vars) {
+  return {
+    name: "router",
+    modules: true,
+    scriptPath: join(ROOT, "bench", "soak-null-worker.mjs"),
+    compatibilityDate: "2026-04-26",
+    bindings: vars,
+    unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
+  };
+}
+
+/**
  * Starts one more router (a new workerd, as a rollout step starts new
  * isolates) with `vars`; resolves with { mf, url, pid, vars, startedAt }.
+ * With `stack.worker` "null", the null worker in its place.
  */
 export async function startRouterGeneration(stack, vars) {
   const before = workerdChildren();
-  const mf = await startRouter(vars, stack.logs);
+  // The inspector (on a free port) for the worker's own memory, the null worker's too.
+  const miniflare = { inspectorPort: 0 };
+  // `cacheApi: false` (--no-cache-api): Miniflare's Cache API off for the worker.
+  const wopts = stack.cacheApi ? {} : { cache: false };
+  const mf = stack.worker === "null" ? await startRouter(vars, stack.logs, { routers: 0, extraWorkers: [{ ...nullWorker(vars), ...wopts }], miniflare }) : await startRouter(vars, stack.logs, { miniflare, routerOptions: [wopts] });
   const url = (await mf.unsafeGetDirectURL("router")).toString().replace(/\/$/, "");
   const pid = [...workerdChildren()].find((p) => !before.has(p)) ?? null;
-  const gen = { n: stack.routers.length, mf, url, pid, vars, startedAt: Date.now(), disposed: false };
+  const inspect = (target) =>
+    inspectWorker(mf, target).catch((e) => {
+      process.stderr.write(`==> ${target}'s memory will not be read: ${e.message}\n`);
+      return null;
+    });
+  // The worker's own, and Miniflare's Cache API worker's (what the router stores there).
+  const inspectors = { own: await inspect("core:user:router"), cache: await inspect("cache:cache") };
+  const gen = { n: stack.routers.length, mf, url, pid, vars, inspectors, startedAt: Date.now(), disposed: false };
   stack.routers.push(gen);
   return gen;
 }
@@ -140,6 +174,8 @@ export async function disposeRouter(gen) {
   if (gen.disposed) return;
   gen.disposed = true;
   gen.endedAt = Date.now();
+  gen.inspectors.own?.close();
+  gen.inspectors.cache?.close();
   await gen.mf.dispose().catch(() => {});
 }
 

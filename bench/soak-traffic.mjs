@@ -91,6 +91,31 @@ export function target(key, random) {
   }
 }
 
+/**
+ * The classify bodies the router POSTs for `key` (`cells` ruleset, as
+ * `rulesctl explain` gives them), in its rules' order: a path claim first,
+ * then, when the service does not know it (`notFound: next-rule`), the
+ * session or token rule. `transfer`: the transfer paths (a header key's
+ * goes through api_project_path's route "soak" first). Sent as
+ * `x-soak-questions`, for the I/O-matched null worker.
+ */
+export function questions(key, transfer = false) {
+  const route = (r) => `{"claims":[{"route":${JSON.stringify(r.toLowerCase())}}]}`;
+  switch (key.kind) {
+    case "namespace":
+    case "unknown-namespace":
+    case "burst-404":
+      return [route(key.ns)];
+    case "project":
+      return [`{"claims":[{"projectId":"${key.project}"}]}`];
+    default: {
+      const own = key.kind === "session" ? `{"type":"SESSION_PREFIX","value":"cell-${key.cell}"}` : `{"type":"CELL_ID","value":"${key.cell}"}`;
+      return transfer ? [route("soak"), own] : [own];
+    }
+  }
+}
+const questionsHeader = (key, transfer) => ({ "x-soak-questions": JSON.stringify(questions(key, transfer)) });
+
 /** Path and headers of a transfer (package upload or download) for `key`. */
 export function transferTarget(key) {
   switch (key.kind) {
@@ -214,7 +239,11 @@ export function patternChecker() {
 }
 
 // ---------------------------------------------------------------------------
-// Operations. Each resolves with an outcome:
+// Operations. Every request carries `x-soak-request` (its number),
+// `x-soak-cell` (the cell the soak expects: the null worker,
+// bench/soak-null-worker.mjs, forwards by it; the router forwards it as
+// any other header) and `x-soak-questions` (what the router asks the
+// service for it: the I/O-matched null worker's questions). Each resolves with an outcome:
 //   { op, key, method, path, headers, status, cell (X-Demo-Cell or null),
 //     started, ended, problems: [{kind, detail}], ... }
 // `problems` are checks that failed regardless of the schedule (corrupt
@@ -262,7 +291,7 @@ export async function plainRequest(base, key, random, reqId) {
   const { path, headers } = target(key, random);
   const post = random() < 0.25;
   const body = post ? Buffer.from(JSON.stringify({ soak: reqId, at: Date.now() })) : undefined;
-  const h = { ...headers, "x-soak-request": String(reqId), ...(post ? { "content-type": "application/json" } : {}) };
+  const h = { ...headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), ...questionsHeader(key), ...(post ? { "content-type": "application/json" } : {}) };
   const started = Date.now();
   const res = await send(base() + path, { method: post ? "POST" : "GET", headers: h, body, timeoutMs: 30_000 });
   const o = outcome("request", key, post ? "POST" : "GET", path, h, started, res);
@@ -274,7 +303,7 @@ export async function upload(base, key, size, seed, reqId) {
   const { path, headers } = transferTarget(key);
   const body = uploadBody(size, seed);
   const chunked = seed % 2 === 0;
-  const h = { ...headers, "x-soak-request": String(reqId), "content-type": "application/octet-stream", ...(chunked ? {} : { "content-length": String(size) }) };
+  const h = { ...headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), ...questionsHeader(key, true), "content-type": "application/octet-stream", ...(chunked ? {} : { "content-length": String(size) }) };
   const started = Date.now();
   const res = await send(base() + path, { method: "PUT", headers: h, body, timeoutMs: 120_000 + size / 100_000 });
   const o = outcome("upload", key, "PUT", path, h, started, res);
@@ -285,7 +314,7 @@ export async function upload(base, key, size, seed, reqId) {
 
 export async function download(base, key, size, reqId) {
   const { path, headers } = transferTarget(key);
-  const h = { ...headers, "x-soak-request": String(reqId), "x-demo-response-bytes": String(size) };
+  const h = { ...headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), ...questionsHeader(key, true), "x-demo-response-bytes": String(size) };
   const check = patternChecker();
   const started = Date.now();
   const res = await send(base() + path, { headers: h, onChunk: (c) => check.feed(c), timeoutMs: 120_000 + size / 100_000 });
@@ -304,7 +333,7 @@ export async function download(base, key, size, reqId) {
 export async function longPoll(base, key, delayMs, reqId) {
   const path = "/api/v4/jobs/request";
   const body = Buffer.from(JSON.stringify({ token: "runner", last_update: String(reqId) }));
-  const h = { ...key.headers, "x-soak-request": String(reqId), "content-type": "application/json", "x-demo-delay-ms": String(delayMs) };
+  const h = { ...key.headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), ...questionsHeader(key), "content-type": "application/json", "x-demo-delay-ms": String(delayMs) };
   const started = Date.now();
   const res = await send(base() + path, { method: "POST", headers: h, body, timeoutMs: delayMs + 30_000 });
   const o = outcome("longpoll", key, "POST", path, h, started, res);
@@ -322,7 +351,7 @@ export async function longPoll(base, key, delayMs, reqId) {
  */
 export async function wsSession(base, key, durationMs, random, reqId) {
   const path = "/-/cable";
-  const h = { ...key.headers, "x-soak-request": String(reqId), origin: "http://soak.invalid" };
+  const h = { ...key.headers, "x-soak-request": String(reqId), "x-soak-cell": String(key.cell), ...questionsHeader(key), origin: "http://soak.invalid" };
   const started = Date.now();
   let conn;
   try {

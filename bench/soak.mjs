@@ -29,9 +29,21 @@
 // long-poll cut short is a failure; so is workerd RSS that keeps growing.
 //
 // Options: --short (CI: 8 clients, 100 s, small bodies), --clients N,
-// --seconds S, --seed N, --record (write the figures into docs/soak.md).
-// Writes target/soak/latest.json; exit 1 on failure.
-import { mkdirSync, writeFileSync } from "node:fs";
+// --seconds S, --seed N, --record (write the figures into docs/soak.md),
+// --worker null (the null worker, bench/soak-null-worker.mjs, in the
+// router's place: workerd's own memory under the same traffic), --paced
+// (at the last router run's rate, phase by phase, with its seed: for the
+// null worker, or the router in another set-up), --vs-null (the router's
+// run, then the null worker's paced on it, and a comparison of their RSS
+// growth), --no-cache-api (Miniflare's Cache API off: what it takes of
+// workerd's RSS; the router's stale answers from it then fail),
+// --matched-io (with --worker null or --vs-null: the null worker also makes
+// the router's I/O for each request, its Cache API reads and writes and
+// Topology Service calls, from the questions the soak names).
+// Writes target/soak/latest.json (the null worker: target/soak/null-<mode>.json);
+// exit 1 on failure.
+import { spawnSync } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -42,12 +54,17 @@ import { rng, zipf, keySpace, plainRequest, upload, download, longPoll, wsSessio
 
 const MiB = 1024 * 1024;
 const args = process.argv.slice(2);
-const USAGE = "usage: bash bench/soak.sh [--short] [--clients N] [--seconds S] [--seed N] [--record]";
+const USAGE = "usage: bash bench/soak.sh [--short] [--clients N] [--seconds S] [--seed N] [--record] [--worker router|null] [--paced] [--vs-null] [--no-cache-api] [--matched-io]";
 /** Why the command line is wrong, or null. */
 function argsError() {
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
-    if (["--short", "--record", "--help", "-h"].includes(a)) continue;
+    if (["--short", "--record", "--vs-null", "--paced", "--no-cache-api", "--matched-io", "--help", "-h"].includes(a)) continue;
+    if (a === "--worker") {
+      const v = args[++i];
+      if (!["router", "null"].includes(v)) return `--worker needs router or null, got ${v ?? "nothing"}`;
+      continue;
+    }
     if (!["--clients", "--seconds", "--seed"].includes(a)) return `unknown argument ${a}`;
     const v = args[++i];
     const min = a === "--seed" ? 0 : 1;
@@ -55,7 +72,13 @@ function argsError() {
   }
   return null;
 }
-const argsBad = argsError();
+const argsBad =
+  argsError() ??
+  (args.includes("--vs-null") && args.includes("--worker") ? "--vs-null runs both workers: no --worker with it" : null) ??
+  (args.includes("--record") && args.includes("--worker") && args[args.indexOf("--worker") + 1] === "null" ? "--record writes the router's figures (with --vs-null, the comparison too), not the null worker's" : null) ??
+  (args.includes("--vs-null") && (args.includes("--paced") || args.includes("--no-cache-api")) ? "--vs-null compares a plain router run with the null worker paced on it: no --paced or --no-cache-api with it" : null) ??
+  (args.includes("--matched-io") && !args.includes("--vs-null") && !(args.includes("--worker") && args[args.indexOf("--worker") + 1] === "null") ? "--matched-io is the null worker's: with --worker null or --vs-null" : null) ??
+  (args.includes("--record") && (args.includes("--paced") || args.includes("--no-cache-api")) ? "--record writes a plain router run's figures: no --paced or --no-cache-api with it" : null);
 if (argsBad || args.includes("--help") || args.includes("-h")) {
   process.stderr.write(`${argsBad ? `${argsBad}\n` : ""}${USAGE}\n`);
   process.exit(argsBad ? 2 : 0);
@@ -66,11 +89,33 @@ const opt = (name, dflt) => {
   return i >= 0 ? Number(args[i + 1]) : dflt;
 };
 const SHORT = flag("--short");
+const MODE = SHORT ? "short" : "full";
+// The null worker making the router's I/O (bench/soak-null-worker.mjs).
+const MATCHED_IO = flag("--matched-io") && args.includes("--worker") && args[args.indexOf("--worker") + 1] === "null";
+/** The figures a run of `worker` in this mode left (target/soak/<worker>-<mode>.json), or null. */
+function readRun(worker) {
+  try {
+    return JSON.parse(readFileSync(join(ROOT, "target", "soak", `${worker}-${MODE}.json`), "utf8"));
+  } catch {
+    return null;
+  }
+}
+// --paced: the last router run of this mode, whose rate and seed the null
+// worker's run takes.
+const PACED_ON = flag("--paced") ? readRun("router") : null;
+if (flag("--paced") && !PACED_ON?.phase_ops) {
+  process.stderr.write(`--paced: no router run's figures in target/soak/router-${MODE}.json (run bash bench/soak.sh${SHORT ? " --short" : ""} first)\n`);
+  process.exit(2);
+}
 const O = {
   mode: SHORT ? "short" : "full",
-  clients: opt("--clients", SHORT ? 8 : 32),
-  seconds: opt("--seconds", SHORT ? 100 : 900),
-  seed: opt("--seed", Date.now() % 1_000_000),
+  // What stands in front of the cells: the router (build/) or the null
+  // worker (bench/soak-null-worker.mjs: forwards each request to the cell
+  // the soak expects, nothing else), same traffic, same workerd set-up.
+  worker: args.includes("--worker") ? args[args.indexOf("--worker") + 1] : "router",
+  clients: opt("--clients", PACED_ON?.clients ?? (SHORT ? 8 : 32)),
+  seconds: opt("--seconds", PACED_ON?.seconds ?? (SHORT ? 100 : 900)),
+  seed: opt("--seed", PACED_ON?.seed ?? Date.now() % 1_000_000),
   keys: SHORT ? 300 : 1500, // soak namespaces and projects (each), plus as many unknown ones
   // Short cache lifetimes so that entries expire inside every fault phase.
   ttl: SHORT ? 4 : 15,
@@ -88,12 +133,11 @@ const O = {
   upload: SHORT ? [64 * 1024, 4 * MiB] : [1 * MiB, 64 * MiB],
   longPollMs: SHORT ? [3_000, 8_000] : [20_000, 50_000],
   wsMs: SHORT ? [3_000, 8_000] : [10_000, 40_000],
-  // workerd's own RSS grows with the traffic it serves, whatever the worker
-  // (the bench's null worker reaches ~370 MiB too): 192 MiB was set when
-  // a short run served ~7 k requests; on a quiet 2-core machine it now
-  // serves ~80 k and both this and the previous main's build grow 193–200
-  // MiB in a generation, with the router's wasm memory flat at 1.6–1.8 MiB
-  // (docs/soak.md, "Memory at today's throughput").
+  // workerd's own RSS grows with the requests and subrequests it serves,
+  // whatever the worker (a worker that answers "ok" grows ~3 KB a
+  // request), the router's wasm memory stays flat at 1.6 MiB; a quiet
+  // 2-core machine serves ~80 k requests in a short run, and a generation
+  // grows ~200 MiB (docs/soak.md, "Memory").
   rssGrowthLimit: 256 * MiB,
 };
 const random = rng(O.seed);
@@ -127,6 +171,29 @@ const PHASES = [
 ].map(([name, share]) => ({ name, ms: Math.round((share === null ? STORM_SHARE : share * (1 - STORM_SHARE)) * O.seconds * 1000) }));
 
 const say = (m) => process.stderr.write(`==> ${m}\n`);
+
+if (PACED_ON && (PACED_ON.clients !== O.clients || PACED_ON.seconds !== O.seconds || PACED_ON.seed !== O.seed)) {
+  process.stderr.write(`--paced: the router's run had ${PACED_ON.clients} clients, ${PACED_ON.seconds} s, seed ${PACED_ON.seed}; this one would have ${O.clients}, ${O.seconds} s, seed ${O.seed}\n`);
+  process.exit(2);
+}
+
+// Pacing (--paced): the operations the clients make back to back (plain
+// requests, transfers, the storm's 404 burst) start no faster than the
+// router's run started them in the same phase; long-polls and WebSockets
+// last as long as they are held, whatever the worker. A closed loop of
+// clients otherwise gives a worker that answers faster more requests (the
+// null worker serves three times the router's, in short mode on a loaded
+// machine) and, as workerd's RSS follows what it served, more memory.
+const PACED_OPS = ["request", "upload", "download"];
+const paceGap = PACED_ON ? PHASES.map((p, i) => p.ms / Math.max(1, PACED_ON.phase_ops[i] ?? 0)) : null;
+let nextSlot = 0;
+async function paced() {
+  if (!paceGap) return;
+  const now = Date.now();
+  const slot = Math.max(now, nextSlot);
+  nextSlot = slot + paceGap[phaseIdx];
+  if (slot > now) await sleep(slot - now);
+}
 
 // ---------------------------------------------------------------------------
 // State shared by the schedule, the clients and the judge.
@@ -326,6 +393,7 @@ async function run(fn) {
   try {
     const o = await fn(() => gen.url);
     o.generation = gen.n;
+    gen.requests = (gen.requests ?? 0) + 1;
     (gen.keys ??= new Set()).add(o.key);
     judge(o);
   } catch (e) {
@@ -351,6 +419,8 @@ function clients(keys) {
   return roles.map(async (role) => {
     await sleep(random() * 1000);
     while (!stopping) {
+      if (role === "request" || role === "transfer") await paced();
+      if (stopping) break;
       const id = ++reqSeq;
       if (role === "request") await run((base) => plainRequest(base, keys[pickAny()], random, id));
       else if (role === "longpoll") await run((base) => longPoll(base, liveTokens[Math.floor(random() * liveTokens.length)], between(O.longPollMs), id));
@@ -475,7 +545,10 @@ async function burst404(ms) {
   const until = Date.now() + ms;
   await Promise.all(
     Array.from({ length: O.burstClients }, async () => {
-      while (!stopping && Date.now() < until) await run((base) => plainRequest(base, key, random, ++reqSeq));
+      while (!stopping && Date.now() < until) {
+        await paced();
+        await run((base) => plainRequest(base, key, random, ++reqSeq));
+      }
     }),
   );
 }
@@ -498,6 +571,36 @@ function sampleRss() {
   r.end = total;
 }
 
+// The worker's own memory (bench/soak-inspect.mjs: its JS heap, the
+// router's wasm memory) and the JS heap of Miniflare's Cache API worker,
+// every 5 s, through workerd's inspector.
+let ownSampling = false;
+async function sampleOwn() {
+  if (ownSampling) return; // a slow inspector: skip, do not queue
+  ownSampling = true;
+  try {
+    for (const gen of stack.routers) {
+      if (gen.disposed || !gen.inspectors.own) continue;
+      const v = await gen.inspectors.own.sample();
+      const c = await gen.inspectors.cache?.sample();
+      if (v && !gen.disposed) (gen.own ??= []).push({ t: Date.now(), ...v, cache_heap_used: c?.heap_used ?? null });
+    }
+  } finally {
+    ownSampling = false;
+  }
+}
+
+/** A generation's own memory: its first, largest and last sample, MiB. */
+function ownMemory(gen) {
+  const s = gen.own ?? [];
+  if (!s.length) return null;
+  const first = s[0];
+  const last = s[s.length - 1];
+  const wasm = first.wasm === null ? null : { start: mib(first.wasm), end: mib(last.wasm) };
+  const cache = last.cache_heap_used === null ? null : { start: mib(first.cache_heap_used ?? 0), end: mib(last.cache_heap_used) };
+  return { samples: s.length, heap_used: { start: mib(first.heap_used), peak: mib(Math.max(...s.map((x) => x.heap_used))), end: mib(last.heap_used) }, heap_total_end: mib(last.heap_total), wasm, cache_heap_used: cache };
+}
+
 /** Per generation: RSS early in its life against its end; growth past the limit fails. */
 function memoryVerdicts() {
   return stack.routers.map((gen) => {
@@ -508,7 +611,7 @@ function memoryVerdicts() {
     const end = mean(s.slice(Math.floor(n * 0.8)));
     const peak = Math.max(0, ...s.map((x) => x.rss));
     const growth = end - warm;
-    return { generation: gen.n, pid: gen.pid, samples: n, start_mib: mib(s[0]?.rss ?? 0), warm_mib: mib(warm), peak_mib: mib(peak), end_mib: mib(end), growth_mib: mib(growth), bounded: n < 5 || growth <= O.rssGrowthLimit };
+    return { generation: gen.n, pid: gen.pid, samples: n, requests: gen.requests ?? 0, own: ownMemory(gen), start_mib: mib(s[0]?.rss ?? 0), warm_mib: mib(warm), peak_mib: mib(peak), end_mib: mib(end), growth_mib: mib(growth), bounded: n < 5 || growth <= O.rssGrowthLimit };
   });
 }
 
@@ -524,17 +627,30 @@ function pct(xs, p) {
 
 let T0 = Date.now();
 
+/**
+ * --vs-null, after the router's run: the null worker's soak in its own
+ * process, paced on the router's run (its rate, options and seed); its
+ * report, its exit status.
+ */
+function runNullPaced() {
+  const rest = args.filter((a) => a !== "--vs-null" && a !== "--record");
+  say(`--vs-null: the null worker's soak, paced on this run (seed ${O.seed})`);
+  const r = spawnSync(process.execPath, [process.argv[1], ...rest, "--worker", "null", "--paced"], { stdio: "inherit", env: { ...process.env, SOAK_VS_NULL_CHILD: "1" } });
+  return r.status;
+}
+
 async function main() {
-  say(`soak (${O.mode}): ${O.clients} clients, ${O.seconds} s, seed ${O.seed}`);
+  say(`soak (${O.mode}, ${O.worker === "null" ? "the null worker" : "the router"}): ${O.clients} clients, ${O.seconds} s, seed ${O.seed}`);
   const started = Date.now();
   const load = loadavg()[0];
-  const vars = SHORT ? { GITLAB_MEMORY_CACHE_ENTRIES: String(O.memoryEntries) } : {};
-  stack = await startSoakStack({ keys: O.keys, cacheControl: `max-age=${O.ttl}`, notFoundCacheControl: `max-age=${O.negativeTtl}`, vars });
+  const vars = { ...(SHORT ? { GITLAB_MEMORY_CACHE_ENTRIES: String(O.memoryEntries) } : {}), ...(MATCHED_IO ? { SOAK_NULL_IO: "matched" } : {}) };
+  stack = await startSoakStack({ keys: O.keys, cacheControl: `max-age=${O.ttl}`, notFoundCacheControl: `max-age=${O.negativeTtl}`, vars, worker: O.worker, cacheApi: !flag("--no-cache-api") });
   const startupMs = Date.now() - started;
   current = stack.routers[0];
   say(`stack ready in ${startupMs} ms: router ${current.url} (workerd ${current.pid}), service ${stack.topology.addr}, cells ${Object.values(stack.cells).map((c) => `${c.id}=${c.addr}`).join(" ")}`);
   const keys = keySpace(O.keys, random);
   const sampler = setInterval(sampleRss, 1000);
+  const ownSampler = setInterval(() => sampleOwn().catch(() => {}), 5000);
   T0 = Date.now();
   stats[0].from = T0;
   sampleRss();
@@ -560,7 +676,9 @@ async function main() {
   } finally {
     stopping = true;
     clearInterval(sampler);
+    clearInterval(ownSampler);
   }
+  await sampleOwn().catch(() => {});
   await sleep(3000); // the router's last log lines
   judgePending();
   recordFailures();
@@ -569,7 +687,17 @@ async function main() {
   const caches = cacheVerdict();
   const routerLogs = stack.logs;
   await stopSoakStack(stack);
-  report({ startupMs, memory, caches, routerLogs, wallMs: Date.now() - started, load: [load, loadavg()[0]] });
+  const r = report({ startupMs, memory, caches, routerLogs, wallMs: Date.now() - started, load: [load, loadavg()[0]] });
+  // The comparison: a paced run against the router run it was paced on, or --vs-null's.
+  let compared = [];
+  if (PACED_ON && !process.env.SOAK_VS_NULL_CHILD) compared = comparisonLines(PACED_ON, r.summary, null);
+  if (flag("--vs-null")) {
+    const status = runNullPaced();
+    const nul = readRun("null");
+    compared = nul && nul.seed === O.seed && nul.paced && nul.date > r.summary.date ? comparisonLines(r.summary, nul, status) : [`RSS vs the null worker: no figures from its run (exit ${status})`];
+  }
+  if (compared.length) process.stdout.write(`\n${compared.join("\n")}\n`);
+  if (flag("--record")) recordFigures([...r.out, ...compared], r.ok);
 }
 
 /** Answers the router logged as stale (an expired entry standing in for a failing service), per phase. */
@@ -583,7 +711,73 @@ function countStale() {
  */
 function cacheVerdict() {
   const gens = stack.routers.map((gen) => ({ generation: gen.n, keys: gen.keys?.size ?? 0, memory_entries: Number(gen.vars.GITLAB_MEMORY_CACHE_ENTRIES ?? 10_000) }));
-  return { generations: gens, past_capacity: gens.some((g) => g.keys > g.memory_entries) };
+  // The null worker has no cache: not applicable.
+  if (O.worker === "null") return { generations: gens, applicable: false, past_capacity: true };
+  return { generations: gens, applicable: true, past_capacity: gens.some((g) => g.keys > g.memory_entries) };
+}
+
+/**
+ * One run's memory figures, kept per worker and mode
+ * (target/soak/<worker>-<mode>.json) for the other worker's run to compare
+ * against.
+ */
+function memorySummary(memory, requests, ok, phaseOps) {
+  const max = (k) => Math.max(0, ...memory.map((m) => m[k]));
+  return {
+    worker: O.worker,
+    mode: O.mode,
+    clients: O.clients,
+    seconds: O.seconds,
+    seed: O.seed,
+    date: new Date().toISOString(),
+    commit: commitLabel(ROOT, join(ROOT, "docs", "soak.md")),
+    ok,
+    requests,
+    paced: Boolean(PACED_ON),
+    cache_api: !flag("--no-cache-api"),
+    matched_io: MATCHED_IO,
+    // Operations the clients make back to back, per phase (what --paced matches).
+    phase_ops: phaseOps,
+    // The soak's measure (end − warm, the limit's), and start → peak.
+    growth_mib: max("growth_mib"),
+    rise_mib: Math.max(0, ...memory.map((m) => m.peak_mib - m.start_mib)),
+    peak_mib: max("peak_mib"),
+    generations: memory,
+  };
+}
+
+const ratio = (a, b) => (b > 0 ? `${(a / b).toFixed(2)}×` : "-");
+
+/** What a run's log lines say it did: answers by level, service attempts, questions the service did not know. */
+const ioLine = (io) => `${Object.entries(io.levels).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v}`).join(", ")}; service attempts ${io.attempts}, not-known fall-throughs ${io.fell_through}`;
+
+/** A run's name in a comparison: its worker and how it differed from a plain run. */
+const runName = (r) => `${r.worker === "null" ? (r.matched_io ? "null (I/O matched)" : "null") : "router"}${r.cache_api === false ? " (Cache API off)" : ""}`;
+
+/**
+ * The lines comparing run `a`'s RSS with run `b`'s (the router's with the
+ * null worker's, or with another set-up's) under the same traffic, and
+ * each one's own memory (inspector).
+ */
+function comparisonLines(a, b, bStatus) {
+  const [na, nb] = [runName(a), runName(b)];
+  const r1 = (x) => Math.round(x * 10) / 10;
+  const per10k = (r) => (r.requests ? r1((r.growth_mib / r.requests) * 10_000) : 0);
+  const own = (r) => {
+    const gens = r.generations.filter((g) => g.own);
+    if (!gens.length) return "not read";
+    const heap = Math.max(...gens.map((g) => g.own.heap_total_end));
+    const wasm = gens.filter((g) => g.own.wasm);
+    const [lo, hi] = [Math.min(...wasm.map((g) => g.own.wasm.start)), Math.max(...wasm.map((g) => g.own.wasm.end))];
+    return `JS heap up to ${heap} MiB${wasm.length ? `, wasm memory ${lo === hi ? `${lo} MiB throughout` : `${lo}–${hi} MiB`}` : ""}`;
+  };
+  const when = (r) => `${r.date.slice(0, 16).replace("T", " ")}${r.ok ? "" : " FAILED"}`;
+  return [
+    `RSS, ${na} vs ${nb} (same traffic: ${nb} ${b.paced ? `paced on the ${na} run` : "NOT paced"}, seed ${b.seed}; runs of ${when(a)} and ${when(b)}${bStatus ? `, exit ${bStatus}` : ""}):`,
+    `  growth (end − warm, largest generation) ${na} ${a.growth_mib} MiB, ${nb} ${b.growth_mib} MiB: ${ratio(a.growth_mib, b.growth_mib)}; start → peak ${r1(a.rise_mib)} and ${r1(b.rise_mib)} MiB: ${ratio(a.rise_mib, b.rise_mib)}; peak ${a.peak_mib} and ${b.peak_mib} MiB: ${ratio(a.peak_mib, b.peak_mib)}`,
+    `  requests ${a.requests} and ${b.requests}; growth per 10,000 requests ${per10k(a)} and ${per10k(b)} MiB; their own memory: ${na} ${own(a)}; ${nb} ${own(b)}`,
+    ...(a.io && b.io && b.matched_io ? [`  I/O (their logs): ${na} ${ioLine(a.io)}; ${nb} ${ioLine(b.io)}`] : []),
+  ];
 }
 
 function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
@@ -623,19 +817,38 @@ function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
   const table = [head, ...rows.map(line), ["total", Math.round(wallMs / 1000), total("requests"), total("router_5xx_intended"), total("router_5xx_unintended"), total("fallback_legacy"), total("stale_served"), total("stale_ignored"), total("fallback_unscheduled"), total("wrong_cell"), total("corrupt"), total("transport_errors"), total("keepalive_retries"), total("ws_messages"), total("ws_lost"), total("ws_reordered"), total("longpolls"), total("longpolls_cut"), pct(allLat, 50) ?? "-", pct(allLat, 99) ?? "-", ""]];
   const widths = head.map((_, i) => Math.max(...table.map((r) => String(r[i]).length)));
   const out = [];
-  out.push(`soak (${O.mode}): ${O.clients} clients, ${O.seconds} s schedule, seed ${O.seed}, stack start-up ${startupMs} ms, wall ${Math.round(wallMs / 1000)} s, load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end`);
+  out.push(`soak (${O.mode}${O.worker === "null" ? ", the null worker in the router's place" : ""}${PACED_ON ? `, paced on the router's run of ${PACED_ON.date.slice(0, 16).replace("T", " ")}` : ""}${flag("--no-cache-api") ? ", Miniflare's Cache API off" : ""}): ${O.clients} clients, ${O.seconds} s schedule, seed ${O.seed}, stack start-up ${startupMs} ms, wall ${Math.round(wallMs / 1000)} s, load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end`);
   for (const r of table) out.push(r.map((c, i) => String(c).padStart(i === 0 ? 0 : widths[i]).padEnd(i === 0 ? widths[0] : 0)).join("  "));
   const notes = [];
   notes.push("(5xx ok: the router's 502 for cell 4 while it was down; legacy fb: cell 1 answered while the service could not, a documented fallback; stale: answers the router logged as stale (an expired entry standing in for the failing service); stale!: legacy fb for keys the same workerd had routed right < 570 s before (stale-if-error not used); fb load: cell 1 outside the fault windows, logged by the router as its failure path (the service missed the timeout on a loaded machine or the breaker was open); ka retry: a request sent again after its reused keep-alive connection was reset before any answer; p50/p99: plain requests, ms)");
   notes.push("workerd generations:");
   for (const m of memory) {
     const c = caches.generations.find((g) => g.generation === m.generation);
-    notes.push(`  #${m.generation} pid ${m.pid}: RSS start ${m.start_mib}, warm ${m.warm_mib}, peak ${m.peak_mib}, end ${m.end_mib} MiB (growth ${m.growth_mib} MiB${m.bounded ? "" : `, OVER the ${mib(O.rssGrowthLimit)} MiB limit`}); ${c.keys} keys asked, memory cache ${c.memory_entries} entries`);
+    notes.push(`  #${m.generation} pid ${m.pid}: RSS start ${m.start_mib}, warm ${m.warm_mib}, peak ${m.peak_mib}, end ${m.end_mib} MiB (growth ${m.growth_mib} MiB${m.bounded ? "" : `, OVER the ${mib(O.rssGrowthLimit)} MiB limit`}); ${m.requests} requests, ${c.keys} keys asked${caches.applicable ? `, memory cache ${c.memory_entries} entries` : ""}`);
+    const own = m.own;
+    notes.push(own ? `     its own (inspector, ${own.samples} samples): JS heap used ${own.heap_used.start} → ${own.heap_used.end} MiB (peak ${own.heap_used.peak}, heap ${own.heap_total_end})${own.wasm ? `, wasm memory ${own.wasm.start} → ${own.wasm.end} MiB` : ""}${own.cache_heap_used ? `; the Cache API worker's JS heap ${own.cache_heap_used.start} → ${own.cache_heap_used.end} MiB` : ""}` : "     its own: not read (no inspector answer)");
   }
   if (Object.values(unscheduled).some((v) => v)) notes.push(`fallbacks outside the fault windows, by the router's logged reason: ${JSON.stringify(unscheduled)}`);
   for (const r of reloads) notes.push(`  reload #${r.from} -> #${r.to}: new workerd ready in ${r.started_ms} ms, old drained in ${r.drained_ms} ms (${r.left_in_flight} left in flight)`);
   const burst = total("burst");
   if (burst) notes.push(`storm: ${burst} requests of the 404 burst (${O.burstClients} clients on one namespace no cell knows), judged like the others (their cell: the legacy cell)`);
+  // What each answer cost in I/O besides the cell: a memory hit none, a
+  // Cache API hit one Cache API read, the service a read, the service's
+  // call and a write (a subrequest each).
+  const levels = {};
+  for (const l of routerLogs.answers) if (l.cache !== undefined) levels[l.cache] = (levels[l.cache] ?? 0) + 1;
+  let attempts = 0;
+  let fellThrough = 0;
+  for (const l of routerLogs.answers) {
+    attempts += l.attempts ?? 0;
+    if (l.fell_through) fellThrough++;
+  }
+  if (caches.applicable || MATCHED_IO) notes.push(`answers by level (${MATCHED_IO ? "the I/O-matched null worker's" : "the router's"} log): ${Object.entries(levels).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(", ") || "none logged"}`);
+  if (caches.applicable || MATCHED_IO) notes.push(`  service attempts ${attempts}, answers after a question the service did not know ${fellThrough}`);
+  if (!caches.applicable) notes.push(MATCHED_IO ? "null worker, I/O matched: the router's Cache API reads and writes and service calls for each request's questions, its answers unused; the cache-capacity check, stale and fallback columns do not apply" : "null worker: no cache, no Topology Service: the cache-capacity check, stale and fallback columns do not apply (its answers are judged like the router's: cell, echo, bodies, WebSockets, long-polls, cell 4's 502s)");
+  const summary = memorySummary(memory, total("requests"), ok, stats.map((s) => PACED_OPS.reduce((a, op) => a + (s.by_op[op] ?? 0), 0)));
+  summary.levels = levels;
+  summary.io = { levels, attempts, fell_through: fellThrough };
   out.push(...notes);
   process.stdout.write(`\n${out.join("\n")}\n`);
 
@@ -650,14 +863,16 @@ function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
     }
   }
   if (!memoryOk) process.stdout.write(`\nFAILURE: workerd RSS grew more than ${mib(O.rssGrowthLimit)} MiB over a generation's life\n`);
-  if (!caches.past_capacity) process.stdout.write(`\nFAILURE: no generation was asked for more keys than its memory cache holds (eviction untested)\n`);
-  process.stdout.write(`\n${ok ? "soak passed" : "soak FAILED"}; details in target/soak/latest.json\n`);
-  if (flag("--record")) recordFigures(out, ok);
+  if (caches.applicable && !caches.past_capacity) process.stdout.write(`\nFAILURE: no generation was asked for more keys than its memory cache holds (eviction untested)\n`);
+  const details = O.worker === "null" ? `target/soak/null-${O.mode}.details.json` : "target/soak/latest.json";
+  process.stdout.write(`\n${ok ? "soak passed" : "soak FAILED"}; details in ${details}\n`);
 
   const dir = join(ROOT, "target", "soak");
   mkdirSync(dir, { recursive: true });
+  // A router run paced on another or without the Cache API is a variant, not what --paced paces on.
+  writeFileSync(join(dir, `${O.worker}-${O.mode}${O.worker === "router" && (PACED_ON || flag("--no-cache-api")) ? "-variant" : ""}.json`), JSON.stringify(summary, null, 2));
   writeFileSync(
-    join(dir, "latest.json"),
+    join(ROOT, details),
     JSON.stringify(
       {
         ok,
@@ -669,6 +884,7 @@ function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
         rows,
         memory,
         caches,
+        paced_on: PACED_ON,
         reloads,
         unscheduled_fallbacks: unscheduled,
         failures: failures.slice(0, 500),
@@ -681,6 +897,7 @@ function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
     ),
   );
   process.exitCode = ok ? 0 : 1;
+  return { out, ok, summary };
 }
 
 /**

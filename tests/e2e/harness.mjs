@@ -223,9 +223,10 @@ const CACHE_PROBE = `export default { async fetch(req) {
  * by every router, as by every isolate of a deployment); tests write it
  * with `setControl`. `{ id, persist }` binds namespace `id` kept in the
  * directory `persist` (where `wrangler kv … --local --persist-to DIR`
- * writes: DIR/v3/kv).
+ * writes: DIR/v3/kv). `miniflare`: further options for the Miniflare
+ * instance itself (e.g. `inspectorPort`).
  */
-export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build", routerVars = [], routerOptions = [], control = false, extraWorkers = [] } = {}) {
+export async function startRouter(vars, logs = [], { routers = 1, probe = false, build = "build", routerVars = [], routerOptions = [], control = false, extraWorkers = [], miniflare = {} } = {}) {
   const workers = [];
   for (let i = 0; i < routers; i++) {
     workers.push({
@@ -253,6 +254,7 @@ export async function startRouter(vars, logs = [], { routers = 1, probe = false,
     port: 0,
     cf: false,
     ...(control?.persist ? { kvPersist: control.persist } : {}),
+    ...miniflare,
     handleRuntimeStdio(stdout, stderr) {
       for (const stream of [stdout, stderr]) {
         createInterface({ input: stream }).on("line", (line) => logs.push(line));
