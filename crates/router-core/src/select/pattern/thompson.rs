@@ -324,6 +324,7 @@ pub(crate) fn compile(hir: &Hir) -> Result<Vec<u32>, String> {
     let mut states = vec![count, slots, if anchored { FLAG_ANCHORED } else { 0 }];
     states.push(to(body.start));
     let mut tail: Vec<u32> = Vec::new();
+    let mut classes: std::collections::HashMap<&Vec<u32>, u32> = Default::default();
     let tail_at = HEADER as u32 + 3 * count;
     for (i, kind) in b.kinds.iter().enumerate() {
         let next = b.nexts[i];
@@ -331,8 +332,19 @@ pub(crate) fn compile(hir: &Hir) -> Result<Vec<u32>, String> {
             Kind::Empty => continue,
             Kind::Char(c) => [OP_CHAR, to(next), *c],
             Kind::Class(ranges) => {
-                let at = tail_at + tail.len() as u32;
-                tail.extend(ranges);
+                // Copies of a repeated class share one entry.
+                let at = *classes.entry(ranges).or_insert_with(|| {
+                    let at = tail_at + tail.len() as u32;
+                    let mut ascii = [0u32; 4];
+                    for pair in ranges.chunks_exact(2) {
+                        for c in pair[0]..=pair[1].min(0x7f) {
+                            ascii[c as usize / 32] |= 1 << (c % 32);
+                        }
+                    }
+                    tail.extend(ascii);
+                    tail.extend(ranges);
+                    at
+                });
                 [OP_CLASS | ((ranges.len() as u32 / 2) << 8), to(next), at]
             }
             Kind::Union { alts, reverse } => {

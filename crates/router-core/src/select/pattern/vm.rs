@@ -2,14 +2,16 @@
 //!
 //! The program is a Thompson NFA over characters, as `u32`s, compiled from
 //! the parsed regex (`thompson.rs`, at build time for the rulesets compiled
-//! into the worker, which `build.rs` writes out as arrays). The matcher is
-//! a Pike VM: it runs every thread of the NFA in step over the value's
-//! characters, in priority order, so it finds the match and the capture
-//! groups the `regex` crate finds (leftmost-first: the earliest start,
+//! into the worker, which `build.rs` writes out as arrays). Two matchers
+//! run it, as the `regex` crate's own engines do, and find the match and
+//! the capture groups the crate finds (leftmost-first: the earliest start,
 //! then what a backtracking engine would try first) in time linear in the
-//! value's length, with memory bounded by the program's size. Its buffers
-//! live in a per-thread cache, so a match allocates nothing once the cache
-//! has grown to the largest program.
+//! value's length: a bounded backtracker (a depth-first search that
+//! explores each (state, position) pair once) for values short enough
+//! for its visited set, and a Pike VM (every thread in step over the
+//! value's characters, in priority order) for longer ones. Their buffers
+//! live in a per-thread cache, bounded by the program's size and the
+//! visited set's, so a match allocates nothing once the cache has grown.
 //!
 //! Layout: a header (`HEADER` words: states, slots, flags, start state),
 //! then three words per state (`[op, a, b]`), then the class ranges and
@@ -18,7 +20,7 @@
 //! | op | a | b |
 //! |---|---|---|
 //! | `CHAR` | next | the character |
-//! | `CLASS` (n ranges in op's upper bits) | next | offset of n (first, last) pairs, sorted |
+//! | `CLASS` (n ranges in op's upper bits) | next | offset of the ASCII characters it takes (128 bits as four words), then n (first, last) pairs, sorted |
 //! | `SPLIT2` | preferred next | other next |
 //! | `SPLITN` (n in op's upper bits) | offset of n next states, by preference | 0 |
 //! | `SAVE` | next | slot (group `i` has slots `2i`, `2i + 1`) |
@@ -107,7 +109,7 @@ impl<'p> Program<'p> {
             let n = s[0] >> 8;
             match op {
                 OP_CHAR => is_state(a),
-                OP_CLASS => is_state(a) && within(b, 2 * n),
+                OP_CLASS => is_state(a) && within(b, 4 + 2 * n),
                 OP_SPLIT2 => is_state(a) && is_state(b),
                 OP_SPLITN => {
                     within(a, n)
@@ -257,7 +259,7 @@ impl<'p> Program<'p> {
                             let takes = if op & OP_MASK == OP_CHAR {
                                 c == b
                             } else {
-                                in_ranges(&self.0[b as usize..][..2 * (op >> 8) as usize], c)
+                                self.in_class(op, b, c)
                             };
                             if !takes {
                                 break;
@@ -319,10 +321,7 @@ impl<'p> Program<'p> {
                 let (op, a, b) = self.state(sid);
                 let takes = match op & OP_MASK {
                     OP_CHAR => c == b,
-                    OP_CLASS => {
-                        let ranges = &self.0[b as usize..][..2 * (op >> 8) as usize];
-                        in_ranges(ranges, c)
-                    }
+                    OP_CLASS => self.in_class(op, b, c),
                     OP_MATCH => {
                         if earliest {
                             return true;
@@ -400,6 +399,17 @@ fn char_at(haystack: &str, at: usize) -> (u32, usize) {
 }
 
 impl Program<'_> {
+    /// Whether the class state `(op, _, at)` takes `c`.
+    #[inline(always)]
+    fn in_class(self, op: u32, at: u32, c: u32) -> bool {
+        let at = at as usize;
+        if c < 0x80 {
+            self.0[at + (c as usize >> 5)] & (1 << (c & 31)) != 0
+        } else {
+            in_ranges(&self.0[at + 4..][..2 * (op >> 8) as usize], c)
+        }
+    }
+
     /// Follows `state`, one that takes no character, at `at`: the state
     /// to go on with (the preferred one of a split; the others are pushed
     /// onto `stack`, with `at`, to explore after it), or `None` when the
