@@ -1,11 +1,10 @@
 //! The literal prefixes every match of an anchored rule regex starts with,
-//! found by regex-syntax's own literal extractor: a request value that
-//! starts with none of them cannot match, so the regex is neither compiled
-//! nor run for it. Most rule regexes are anchored (`^/api/v4/projects/`,
-//! `^_gitlab_session`), and a fresh isolate's first request would
-//! otherwise compile every regex of every rule before the one that
-//! matches (`cells`: nine path regexes, some with 255-fold repetitions).
-//! The regex still decides every value that passes.
+//! found by regex-syntax's own literal extractor (at build time for the
+//! rulesets compiled in): a request value that starts with none of them
+//! cannot match, so the regex's program is not run for it, and the path
+//! dispatch trie (`select/dispatch.rs`) is built from them. Most rule
+//! regexes are anchored (`^/api/v4/projects/`, `^_gitlab_session`). The
+//! program still decides every value that passes.
 
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Hir, Look};

@@ -3,12 +3,12 @@
 //! in one way only (`^(?<cell_name>cell-[0-9]+)-[0-9a-f]{32}$`,
 //! `^[Bb]asic (?<credentials>[A-Za-z0-9+/]+={0,2})$`): matched by one pass
 //! over the value's characters, each step taking all it can, instead of by
-//! the regex engine: in the worker (`opt-level = "s"`) the engine's
-//! one-pass DFA was ~9.5 k instructions of a `session_token` request, and
-//! this pass takes ~6 k of them off (docs/benchmark.md, change 36); every
-//! session cookie and routable token goes through such a regex. Which
-//! regexes qualify is decided from the parsed regex (at build time for the
-//! rulesets compiled in), and tests hold the pass to the engine's answers.
+//! the regex's program (`vm.rs`): natively a third of a `session_token`
+//! request's instructions (docs/benchmark.md, the ledger); every session
+//! cookie and routable token goes through such a regex. Which regexes
+//! qualify is decided from the parsed regex (at build time for the
+//! rulesets compiled in), and tests hold the pass to the `regex` crate's
+//! answers.
 //!
 //! One way only: a step that may take a varying number of characters
 //! takes none that the steps after it could start with (up to and with the
@@ -69,7 +69,7 @@ pub(crate) fn compile(hir: &Hir) -> Option<Vec<u32>> {
         if let HirKind::Capture(capture) = part.kind() {
             let start = steps.len() as u32;
             push_steps(&capture.sub, &mut steps)?;
-            // An empty group is left to the engine.
+            // An empty group is left to the program.
             (steps.len() as u32 > start).then_some(())?;
             group = (start, steps.len() as u32);
         } else {
@@ -148,7 +148,7 @@ fn push_steps(hir: &Hir, steps: &mut Vec<Step>) -> Option<()> {
 }
 
 #[cfg(feature = "compile")]
-/// A Unicode class's ranges (a byte class, `(?-u)`, is left to the engine).
+/// A Unicode class's ranges (a byte class, `(?-u)`, is left to the program).
 fn class_ranges(class: &Class) -> Option<Vec<(u32, u32)>> {
     match class {
         Class::Unicode(class) => Some(
