@@ -1,8 +1,8 @@
 //! Compiles every ruleset in `rules/` into the worker: each is parsed and
 //! its regexes compiled here, so an invalid ruleset fails the build with a
 //! message naming the file, the rule and the problem. Beside each ruleset's
-//! JSON go the capture names and required prefixes of its regexes, so a
-//! fresh isolate loads it without parsing a regex
+//! JSON go its regexes' programs, capture names and required prefixes, so
+//! the worker runs them without parsing or compiling a regex
 //! (`router_core::select::RegexTable`).
 
 use std::fmt::Write as _;
@@ -84,8 +84,8 @@ fn main() {
             };
             write!(
                 table,
-                "router_core::select::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, sequence: {sequence} }}, ",
-                facts.source, facts.names
+                "router_core::select::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, sequence: {sequence}, program: &{:?} }}, ",
+                facts.source, facts.names, facts.program
             )
             .unwrap();
         }

@@ -213,9 +213,9 @@ fn compiled_ruleset(config: &Config, log_error: &impl Fn(&str, &str)) -> Option<
         );
         return None;
     };
-    // Validated by build.rs (every regex compiled there), so its regexes
-    // compile on first use; an error here would be a bug, and it still only
-    // sends traffic to the legacy cell.
+    // Validated by build.rs, which compiled every regex to the program the
+    // table holds; an error here would be a bug, and it still only sends
+    // traffic to the legacy cell.
     Ruleset::from_prechecked_json(name, json, regexes)
         .map_err(|e| log_error("config", &e.to_string()))
         .ok()

@@ -76,21 +76,22 @@ fn every_ruleset_decides_as_its_table_says() {
             continue;
         };
         let json = std::fs::read_to_string(repo().join(format!("rules/{name}.json"))).unwrap();
-        // Compiled up front (rulesctl, tests), as the worker loads its
-        // build-checked rulesets (regexes compiled on first use, capture
-        // names and prefixes from build.rs's table) and lazily without a
-        // table (parsed): all three decide every case the same.
+        // Compiled from the JSON (rulesctl, tests), as the worker loads its
+        // build-checked rulesets (programs, capture names and prefixes
+        // from build.rs's table) and from the JSON without a table (each
+        // regex compiled as it is met): all three decide every case the
+        // same.
         let eager = Ruleset::from_json(name, &json).unwrap_or_else(|e| panic!("{e}"));
         let facts = eager.regex_facts();
         let regexes: Vec<RegexFacts> = facts.iter().map(OwnedRegexFacts::facts).collect();
-        let lazy =
+        let listed =
             Ruleset::from_prechecked_json(name, &json, &regexes).unwrap_or_else(|e| panic!("{e}"));
-        let parsed =
+        let unlisted =
             Ruleset::from_prechecked_json(name, &json, &[]).unwrap_or_else(|e| panic!("{e}"));
         let table: Vec<Value> =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         tables += 1;
-        for (ruleset, case) in [&eager, &lazy, &parsed]
+        for (ruleset, case) in [&eager, &listed, &unlisted]
             .into_iter()
             .flat_map(|r| table.iter().map(move |case| (r, case)))
         {

@@ -17,8 +17,8 @@ use crate::select::transform::TransformKind;
 pub(super) struct RuleCompiler<'a> {
     pub(super) ruleset: &'a str,
     pub(super) rule: String,
-    /// Makes a rule's regex: [`Regex::lazy`] over the build-time table
-    /// (rulesets compiled whole at build time) or [`Regex::eager`].
+    /// Makes a rule's regex: [`Regex::prebuilt`] from the build-time table
+    /// (rulesets compiled whole at build time) or `Regex::eager`.
     pub(super) make_regex: &'a dyn Fn(&str) -> Result<Regex, String>,
 }
 

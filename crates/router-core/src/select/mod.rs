@@ -17,6 +17,7 @@ mod spec;
 pub mod template;
 pub mod transform;
 
+#[cfg(feature = "compile")]
 use serde_json::Value;
 
 use crate::error::RulesetError;
@@ -59,20 +60,20 @@ pub enum HeaderInterest {
 }
 
 impl Ruleset {
-    /// Parses, validates and compiles a ruleset. `name` is used in errors
-    /// (the file stem, e.g. `session_token`).
+    /// Parses, validates and compiles a ruleset (every regex to its
+    /// program). `name` is used in errors (the file stem, e.g.
+    /// `session_token`).
+    #[cfg(feature = "compile")]
     pub fn from_json(name: &str, json: &str) -> Result<Ruleset, RulesetError> {
         Self::parse(name, json)
     }
 
     /// [`Ruleset::from_json`] for a ruleset that `from_json` accepted at
     /// build time (the worker's `rules/`, checked by `build.rs`): the same
-    /// rules, but each regex is compiled when a request first reaches it,
-    /// so a fresh isolate answers its first request without compiling
-    /// regexes it does not need yet (select/pattern/mod.rs), nor for a value
-    /// without one of its required prefixes (select/pattern/prefix.rs). `regexes`:
-    /// what [`Ruleset::regex_facts`] listed at build time (a regex it does
-    /// not list is parsed now).
+    /// rules, each regex's program, names and prefixes taken from
+    /// `regexes`, what [`Ruleset::regex_facts`] listed at build time, so
+    /// nothing is parsed or compiled (select/pattern/mod.rs). A regex it
+    /// does not list is compiled now (feature `compile`) or an error.
     pub fn from_prechecked_json(
         name: &str,
         json: &str,
@@ -82,7 +83,7 @@ impl Ruleset {
     }
 
     /// Every regex of the rules (deduplicated, sorted by source) with its
-    /// capture group names and required prefixes: the table `build.rs`
+    /// capture group names, required prefixes and program: the table `build.rs`
     /// embeds for [`Ruleset::from_prechecked_json`].
     pub fn regex_facts(&self) -> Vec<OwnedRegexFacts<'_>> {
         let mut out: Vec<OwnedRegexFacts> = self
@@ -96,6 +97,7 @@ impl Ruleset {
         out
     }
 
+    #[cfg(feature = "compile")]
     fn parse(name: &str, json: &str) -> Result<Ruleset, RulesetError> {
         let doc: Value = serde_json::from_str(json).map_err(|e| RulesetError::Json {
             ruleset: name.to_string(),
@@ -157,13 +159,12 @@ impl Ruleset {
             .into_iter()
             .enumerate()
             .map(|(index, spec)| Ok((label(spec.id.as_deref(), index), spec)));
-        Self::compile(name, specs, &|source| Regex::lazy(source, regexes))
+        Self::compile(name, specs, &|source| Regex::prebuilt(source, regexes))
     }
 
     /// Compiles the rules in order (`(label, spec)`: the label names the
     /// rule in errors) and checks the ruleset as a whole; `make_regex`:
-    /// [`Regex::eager`] or [`Regex::lazy`] (passed, not chosen here, so
-    /// the worker's wasm holds only the one it uses).
+    /// `Regex::eager` (feature `compile`) or [`Regex::prebuilt`].
     fn compile(
         name: &str,
         specs: impl ExactSizeIterator<Item = Result<(String, RuleSpec), RulesetError>>,

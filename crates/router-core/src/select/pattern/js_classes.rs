@@ -59,6 +59,7 @@ pub(crate) fn with_js_classes(source: &str) -> Cow<'_, str> {
 /// worker's `regex` lacks: Unicode classes and Unicode case folding. The
 /// tools link `regex` with every Unicode feature, so this is the check
 /// that keeps `rulesctl validate` and the worker in agreement.
+#[cfg(feature = "compile")]
 pub(crate) fn unavailable(source: &str) -> Option<&'static str> {
     let bytes = source.as_bytes();
     let mut i = 0;
@@ -139,6 +140,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "compile")]
     fn what_the_worker_cannot_compile_is_named() {
         for s in [r"\p{L}", r"^[\pN]$", r"\PL", "(?i)bearer", "(?mi:x)"] {
             assert!(unavailable(&with_js_classes(s)).is_some(), "{s}");

@@ -1,35 +1,39 @@
-//! A rule's regex, compiled when a request first needs it.
+//! A rule's regex: its program (`vm.rs`), its capture names and the fast
+//! paths in front of the program (required prefixes, `prefix.rs`; the
+//! one-pass sequences, `sequence.rs`).
 //!
-//! Compiling a ruleset's regexes is most of what a fresh isolate does
-//! before its first routed response (`session_token` ≈ 6 ms natively, far
-//! more in wasm's baseline tier: every unicode class builds the thompson
-//! compiler's 10,000-entry UTF-8 cache, and the one-pass DFA). The rulesets
-//! compiled into the worker were compiled whole by `build.rs`, so the worker
-//! loads them with [`Ruleset::from_prechecked_json`](super::Ruleset::from_prechecked_json):
-//! what compiling a rule needs of each regex (its capture names) and its
-//! required prefixes (`prefix.rs`) come from the [`RegexTable`] `build.rs`
-//! wrote beside the ruleset, and the regex is compiled on the first value
-//! that passes its prefixes. Parsing every regex at isolate start instead
-//! ran regex-syntax's parser often enough that V8 optimised its one large
-//! function with TurboFan during the first request, ~40 ms of CPU for
-//! `session_token` (docs/benchmark.md). Everything else
-//! ([`Ruleset::from_json`](super::Ruleset::from_json): rulesctl, tests, any
-//! ruleset not checked at build time) compiles every regex up front as
-//! before, so an invalid one is an error there and then.
-
-use std::sync::OnceLock;
-
-use regex_syntax::ast::{self, Ast};
+//! Rule regexes keep GitLab's JavaScript semantics: a search, anchored
+//! only by `^` and `$`, leftmost-first, `\d \w \s \b` as JavaScript reads
+//! them (`js_classes.rs`). Each is parsed by `regex-syntax` and compiled to
+//! a program (`thompson.rs`, feature `compile`) that a Pike VM runs. The
+//! rulesets compiled into the worker were compiled by `build.rs`, which
+//! writes every regex's program, names, prefixes and sequence into a
+//! [`RegexTable`] beside the ruleset; the worker loads them with
+//! [`Ruleset::from_prechecked_json`](super::Ruleset::from_prechecked_json)
+//! and holds no regex parser or compiler (built without `compile`), so a
+//! fresh isolate compiles nothing. Everything else
+//! ([`Ruleset::from_json`](super::Ruleset::from_json): rulesctl, build.rs,
+//! the tests) compiles each regex when the ruleset loads, so an invalid or
+//! too large one is an error there and then. The `regex` crate is the
+//! tests' oracle: the programs find what its `captures` finds.
 
 mod js_classes;
+#[cfg(all(test, feature = "compile"))]
+mod oracle;
+#[cfg(feature = "compile")]
 mod prefix;
 mod sequence;
+#[cfg(feature = "compile")]
+mod thompson;
+mod vm;
 
-use js_classes::{unavailable, with_js_classes};
-use prefix::required_prefixes;
+use js_classes::with_js_classes;
+#[cfg(all(test, feature = "compile"))]
+use thompson::MAX_STATES;
+use vm::Program;
 
-/// What `build.rs` records of one regex of a ruleset, so that a fresh
-/// isolate loads it without parsing the regex.
+/// What `build.rs` records of one regex of a ruleset, so that the worker
+/// runs it without parsing or compiling it.
 #[derive(Debug, Clone, Copy)]
 pub struct RegexFacts<'a> {
     pub source: &'a str,
@@ -40,6 +44,8 @@ pub struct RegexFacts<'a> {
     pub prefixes: Option<&'a [&'a [u8]]>,
     /// The regex as a sequence (`sequence.rs`); `None`: not one.
     pub sequence: Option<&'a [u32]>,
+    /// The regex's program (`vm.rs`).
+    pub program: &'a [u32],
 }
 
 /// [`RegexFacts`] of a compiled regex, borrowed from it: what
@@ -51,6 +57,7 @@ pub struct OwnedRegexFacts<'a> {
     pub names: Vec<Option<&'a str>>,
     pub prefixes: Option<Vec<&'a [u8]>>,
     pub sequence: Option<&'a [u32]>,
+    pub program: &'a [u32],
 }
 
 impl OwnedRegexFacts<'_> {
@@ -60,6 +67,7 @@ impl OwnedRegexFacts<'_> {
             names: &self.names,
             prefixes: self.prefixes.as_deref(),
             sequence: self.sequence,
+            program: self.program,
         }
     }
 }
@@ -69,123 +77,75 @@ impl OwnedRegexFacts<'_> {
 /// `build.rs` embeds it.
 pub type RegexTable<'a> = &'a [RegexFacts<'a>];
 
-/// The size limit every rule regex is compiled with.
-const SIZE_LIMIT: usize = 1 << 20;
-
-fn build(source: &str) -> Result<regex::Regex, regex::Error> {
-    regex::RegexBuilder::new(source)
-        .size_limit(SIZE_LIMIT)
-        .build()
-}
-
 #[derive(Debug)]
 pub(crate) struct Regex {
     source: Box<str>,
     /// Capture group names by index (0 is the whole match: `None`).
     names: Box<[Option<Box<str>>]>,
     /// A value that starts with none of these does not match (`None`:
-    /// every value goes to the regex).
+    /// every value goes to the program).
     prefixes: Prefixes,
-    /// See [`RegexFacts::sequence`]: matched without compiling the regex.
+    /// See [`RegexFacts::sequence`]: matched without the program.
     sequence: Option<Box<sequence::Code>>,
-    compiled: OnceLock<regex::Regex>,
+    /// Checked by [`Program::new`] when the regex was made.
+    program: Box<[u32]>,
 }
 
 /// Required prefixes, as a [`Regex`] keeps them.
 type Prefixes = Option<Box<[Box<[u8]>]>>;
 
-/// What the table holds of a listed regex, found from its source.
-struct Analysis {
-    /// Its required prefixes (`prefix.rs`).
-    prefixes: Prefixes,
-    /// It as a sequence (`sequence.rs`).
-    sequence: Option<Box<sequence::Code>>,
-}
-
-/// `source`'s prefixes (its sequence is for the caller to add).
-fn analysed(source: &str) -> Analysis {
-    Analysis {
-        prefixes: required_prefixes(source)
-            .map(|ps| ps.into_iter().map(Vec::into_boxed_slice).collect()),
-        sequence: None,
-    }
-}
-
 impl Regex {
-    /// Compiled now: an invalid regex is an error.
+    /// Parsed and compiled now: an invalid regex, or one too large, is an
+    /// error.
+    #[cfg(feature = "compile")]
     pub(crate) fn eager(source: &str) -> Result<Regex, String> {
         let source = &*with_js_classes(source);
-        if let Some(missing) = unavailable(source) {
+        if let Some(missing) = js_classes::unavailable(source) {
             return Err(missing.to_owned());
         }
-        let re = build(source).map_err(|e| e.to_string())?;
-        let names = re
-            .capture_names()
-            .map(|n| n.map(Box::from))
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
-        let Analysis { prefixes, .. } = analysed(source);
-        let sequence = sequence::compile(source).map(Vec::into_boxed_slice);
+        let hir = regex_syntax::Parser::new()
+            .parse(source)
+            .map_err(|e| e.to_string())?;
+        let program = thompson::compile(&hir)?;
         Ok(Regex {
             source: source.into(),
-            names,
-            prefixes,
-            sequence,
-            compiled: OnceLock::from(re),
+            names: thompson::capture_names(&hir).into_boxed_slice(),
+            prefixes: prefix::required_prefixes(&hir)
+                .map(|ps| ps.into_iter().map(Vec::into_boxed_slice).collect()),
+            sequence: sequence::compile(&hir).map(Vec::into_boxed_slice),
+            program: program.into_boxed_slice(),
         })
     }
 
-    /// Compiled on first use, its capture names and prefixes from `table`
-    /// (or, for a source the table does not list, parsed now). Only for
-    /// regexes known to compile (checked at build time): a syntax error is
-    /// still an error when it is parsed here, but a regex that does not
-    /// compile (over the size limit, an unknown unicode class) would panic
-    /// on first use.
-    pub(crate) fn lazy(source: &str, table: RegexTable) -> Result<Regex, String> {
+    /// Taken from `table`, where `build.rs` recorded it. A source the
+    /// table does not list is compiled now (feature `compile`) or an
+    /// error (the worker: its rulesets are all listed).
+    pub(crate) fn prebuilt(source: &str, table: RegexTable) -> Result<Regex, String> {
         let source = &*with_js_classes(source);
-        let (names, analysis) = match table.binary_search_by(|f| f.source.cmp(source)) {
-            Ok(i) => {
-                let facts = &table[i];
-                let names = facts.names.iter().map(|n| n.map(Box::from)).collect();
-                let analysis = Analysis {
-                    prefixes: facts
-                        .prefixes
-                        .map(|ps| ps.iter().map(|p| Box::from(*p)).collect()),
-                    sequence: facts.sequence.map(Box::from),
-                };
-                (names, analysis)
-            }
-            Err(_) => {
-                let parsed = ast::parse::Parser::new()
-                    .parse(source)
-                    .map_err(|e| e.to_string())?;
-                let mut names: Vec<Option<Box<str>>> = vec![None];
-                collect_groups(&parsed, &mut names);
-                // Not compiled to a sequence: the worker lists all its
-                // regexes, and with `Regex::eager` not in its wasm either
-                // (`Ruleset::compile` is handed the constructor) that
-                // leaves `sequence::compile` out: ~2 KiB gzip.
-                (names, analysed(source))
-            }
+        let Ok(i) = table.binary_search_by(|f| f.source.cmp(source)) else {
+            #[cfg(feature = "compile")]
+            return Regex::eager(source);
+            #[cfg(not(feature = "compile"))]
+            return Err("not compiled at build time".into());
         };
+        let facts = &table[i];
+        if Program::new(facts.program).is_none_or(|p| p.slots() != 2 * facts.names.len()) {
+            return Err("its build-time program is malformed".into());
+        }
         Ok(Regex {
             source: source.into(),
-            names: names.into_boxed_slice(),
-            prefixes: analysis.prefixes,
-            sequence: analysis.sequence,
-            compiled: OnceLock::new(),
+            names: facts.names.iter().map(|n| n.map(Box::from)).collect(),
+            prefixes: facts
+                .prefixes
+                .map(|ps| ps.iter().map(|p| Box::from(*p)).collect()),
+            sequence: facts.sequence.map(Box::from),
+            program: facts.program.into(),
         })
     }
 
-    fn get(&self) -> &regex::Regex {
-        self.compiled.get_or_init(|| {
-            build(&self.source).unwrap_or_else(|e| {
-                panic!(
-                    "rule regex {:?} was checked at build time but does not compile: {e}",
-                    self.source
-                )
-            })
-        })
+    fn program(&self) -> Program<'_> {
+        // Checked when the regex was made (compiled, or by `prebuilt`).
+        Program::of(&self.program)
     }
 
     /// What `build.rs` records of this regex.
@@ -198,6 +158,7 @@ impl Regex {
                 .as_ref()
                 .map(|ps| ps.iter().map(|p| &**p).collect()),
             sequence: self.sequence.as_deref(),
+            program: &self.program,
         }
     }
 
@@ -218,21 +179,14 @@ impl Regex {
         self.admits(haystack)
             && match &self.sequence {
                 Some(code) => sequence::find(code, haystack).is_some(),
-                None => self.get().is_match(haystack),
+                None => self.program().is_match(haystack),
             }
-    }
-
-    fn captures<'h>(&self, haystack: &'h str) -> Option<regex::Captures<'h>> {
-        if !self.admits(haystack) {
-            return None;
-        }
-        self.get().captures(haystack)
     }
 
     /// For a regex with one capture group that is a sequence
     /// (`sequence.rs`): `Some` of whether
     /// `haystack` matches and, if so, its group's span; `None` for other
-    /// regexes (use [`Regex::captures`]).
+    /// regexes (use the program).
     fn group_match(&self, haystack: &str) -> Option<Option<std::ops::Range<usize>>> {
         if self.names.len() != 2 {
             return None;
@@ -247,8 +201,7 @@ impl Regex {
 
     /// Matches `haystack`, handing `group` each named group that took part
     /// (its name and span); returns whether it matched. A regex with one
-    /// group that is a sequence is answered without the
-    /// engine's captures.
+    /// group that is a sequence is answered without the program.
     pub(crate) fn named_groups<'s>(
         &'s self,
         haystack: &str,
@@ -263,75 +216,38 @@ impl Regex {
             }
             return true;
         }
-        let Some(caps) = self.captures(haystack) else {
+        if !self.admits(haystack) {
             return false;
-        };
-        for (i, name) in self.capture_names().enumerate() {
-            if let (Some(name), Some(m)) = (name, caps.get(i)) {
-                group(name, m.range());
-            }
         }
-        true
+        self.program().captures(haystack, |slots| {
+            for (name, span) in self.names.iter().zip(slots.chunks_exact(2)) {
+                if let (Some(name), &[start, end]) = (name.as_deref(), span) {
+                    if start != u32::MAX && end != u32::MAX {
+                        group(name, start as usize..end as usize);
+                    }
+                }
+            }
+        })
     }
 
     /// The number of groups, the whole match included (as
-    /// [`regex::Regex::captures_len`]), without compiling.
+    /// `regex::Regex::captures_len`).
     pub(crate) fn captures_len(&self) -> usize {
         self.names.len()
     }
 
-    /// The groups' names by index (as [`regex::Regex::capture_names`]),
-    /// without compiling.
+    /// The groups' names by index (as `regex::Regex::capture_names`).
     pub(crate) fn capture_names(&self) -> impl Iterator<Item = Option<&str>> {
         self.names.iter().map(|n| n.as_deref())
     }
-
-    #[cfg(test)]
-    pub(crate) fn is_compiled(&self) -> bool {
-        self.compiled.get().is_some()
-    }
 }
 
-/// Records every capture group of `ast` at its index (named or not).
-fn collect_groups(ast: &Ast, names: &mut Vec<Option<Box<str>>>) {
-    match ast {
-        Ast::Group(group) => {
-            let slot = match &group.kind {
-                ast::GroupKind::CaptureIndex(index) => Some((*index, None)),
-                ast::GroupKind::CaptureName { name, .. } => {
-                    Some((name.index, Some(Box::from(name.name.as_str()))))
-                }
-                ast::GroupKind::NonCapturing(_) => None,
-            };
-            if let Some((index, name)) = slot {
-                let index = index as usize;
-                if names.len() <= index {
-                    names.resize(index + 1, None);
-                }
-                names[index] = name;
-            }
-            collect_groups(&group.ast, names);
-        }
-        Ast::Repetition(rep) => collect_groups(&rep.ast, names),
-        Ast::Alternation(alt) => alt.asts.iter().for_each(|a| collect_groups(a, names)),
-        Ast::Concat(concat) => concat.asts.iter().for_each(|a| collect_groups(a, names)),
-        Ast::Empty(_)
-        | Ast::Flags(_)
-        | Ast::Literal(_)
-        | Ast::Dot(_)
-        | Ast::Assertion(_)
-        | Ast::ClassUnicode(_)
-        | Ast::ClassPerl(_)
-        | Ast::ClassBracketed(_) => {}
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, feature = "compile"))]
 mod tests {
     use super::*;
 
     #[test]
-    fn parsed_names_are_the_compiled_ones() {
+    fn names_are_the_regex_crates() {
         for source in [
             "^/jwt/auth$",
             r"^(?<cell_name>cell-[0-9]+)-[0-9a-f]{32}$",
@@ -340,80 +256,91 @@ mod tests {
             r"\((?<after>z)\)",
             r"[a-z(]+(?<q>.)",
         ] {
-            let eager = Regex::eager(source).unwrap();
-            let lazy = Regex::lazy(source, &[]).unwrap();
-            assert!(!lazy.is_compiled());
+            let ours = Regex::eager(source).unwrap();
+            let theirs = regex::Regex::new(source).unwrap();
             assert_eq!(
-                lazy.capture_names().collect::<Vec<_>>(),
-                eager.capture_names().collect::<Vec<_>>(),
+                ours.capture_names().collect::<Vec<_>>(),
+                theirs.capture_names().collect::<Vec<_>>(),
                 "{source}"
             );
-            assert_eq!(lazy.captures_len(), eager.captures_len(), "{source}");
-            assert_eq!(lazy.is_match("cell-1-x"), eager.is_match("cell-1-x"));
-            // Compiled unless the value lacks the regex's required prefix.
-            assert_eq!(lazy.is_compiled(), lazy.admits("cell-1-x"), "{source}");
+            assert_eq!(ours.captures_len(), theirs.captures_len(), "{source}");
         }
-        assert!(Regex::lazy("(unclosed", &[]).is_err());
         assert!(Regex::eager("(unclosed").is_err());
+        assert!(Regex::prebuilt("(unclosed", &[]).is_err());
     }
 
     #[test]
-    fn listed_sources_take_their_names_from_the_table() {
+    fn too_large_regexes_are_refused_with_the_bound() {
+        let err = Regex::eager("^[a-z]{1,3000}$").unwrap_err();
+        assert!(err.contains(&MAX_STATES.to_string()), "{err}");
+        assert!(Regex::eager("^(?:[a-z]{1,40}){1,40}$").is_err());
+        assert!(Regex::eager("^[a-z]{1,255}$").is_ok());
+    }
+
+    /// The table's entry is what runs: its program, names and prefixes.
+    #[test]
+    fn listed_sources_are_taken_from_the_table() {
+        let compiled = Regex::eager("(?<a>x)(y)").unwrap();
+        let anchored = Regex::eager("^z").unwrap();
         let table: RegexTable = &[
             RegexFacts {
                 source: "(?<a>x)(y)",
                 names: &[None, Some("a"), None],
                 prefixes: None,
                 sequence: None,
+                program: &compiled.program,
             },
             RegexFacts {
                 source: "^z",
                 names: &[None],
-                prefixes: Some(&[b"z"]),
+                // Not its real prefix: shows the table's is used.
+                prefixes: Some(&[b"zz"]),
                 sequence: None,
+                program: &anchored.program,
             },
         ];
-        let listed = Regex::lazy("(?<a>x)(y)", table).unwrap();
-        assert_eq!(
-            listed.capture_names().collect::<Vec<_>>(),
-            [None, Some("a"), None]
-        );
-        assert!(listed.captures("xy").is_some());
-        // Not listed: parsed for its names.
-        let unlisted = Regex::lazy("(?<b>q)", table).unwrap();
+        let listed = Regex::prebuilt("(?<a>x)(y)", table).unwrap();
+        let mut groups = Vec::new();
+        assert!(listed.named_groups("_xy", |n, span| groups.push((n, span))));
+        assert_eq!(groups, [("a", 1..2)]);
+        let anchored = Regex::prebuilt("^z", table).unwrap();
+        assert!(!anchored.is_match("z"));
+        assert!(anchored.is_match("zz"));
+        // Not listed: compiled now.
+        let unlisted = Regex::prebuilt("(?<b>q)", table).unwrap();
         assert_eq!(
             unlisted.capture_names().collect::<Vec<_>>(),
             [None, Some("b")]
         );
-        assert!(Regex::lazy("(unlisted", table).is_err());
-        // A value without a listed prefix is refused without compiling.
-        let anchored = Regex::lazy("^z", table).unwrap();
-        assert!(!anchored.is_match("az"));
-        assert!(anchored.captures("yz").is_none());
-        assert!(!anchored.is_compiled());
-        assert!(anchored.is_match("zz"));
-        assert!(anchored.is_compiled());
+        // A program that does not fit its names is refused.
+        let bad: RegexTable = &[RegexFacts {
+            source: "x",
+            names: &[None, Some("a")],
+            prefixes: None,
+            sequence: None,
+            program: &anchored.program,
+        }];
+        assert!(Regex::prebuilt("x", bad).is_err());
     }
 
     #[test]
-    fn a_listed_sequence_is_matched_without_compiling() {
+    fn a_listed_sequence_is_matched_without_the_program() {
         let source = r"^(?<cell>cell-[0-9]+)-[0-9a-f]{4}$";
-        let code = sequence::compile(source).unwrap();
+        let hir = regex_syntax::Parser::new().parse(source).unwrap();
+        let code = sequence::compile(&hir).unwrap();
+        // A program that never matches: only the sequence can.
+        let never = Regex::eager("[^\\x00-\\x{10FFFF}](?<cell>)").unwrap();
         let table: RegexTable = &[RegexFacts {
             source,
             names: &[None, Some("cell")],
             prefixes: Some(&[b"cell-"]),
             sequence: Some(&code),
+            program: &never.program,
         }];
-        let listed = Regex::lazy(source, table).unwrap();
+        let listed = Regex::prebuilt(source, table).unwrap();
         assert!(listed.is_match("cell-12-00ff"));
         assert!(!listed.is_match("cell-12-00fg"));
         assert_eq!(listed.group_match("cell-12-00ff"), Some(Some(0..7)));
         assert_eq!(listed.group_match("cell-x-00ff"), Some(None));
-        assert!(!listed.is_compiled());
-        // The same regex made from its source alone is compiled to match.
-        let unlisted = Regex::lazy(source, &[]).unwrap();
-        assert!(unlisted.is_match("cell-12-00ff"));
-        assert!(unlisted.is_compiled());
     }
 }

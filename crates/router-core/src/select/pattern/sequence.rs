@@ -3,12 +3,12 @@
 //! in one way only (`^(?<cell_name>cell-[0-9]+)-[0-9a-f]{32}$`,
 //! `^[Bb]asic (?<credentials>[A-Za-z0-9+/]+={0,2})$`): matched by one pass
 //! over the value's characters, each step taking all it can, instead of by
-//! the regex engine: in the worker (`opt-level = "s"`) the engine's
-//! one-pass DFA was ~9.5 k instructions of a `session_token` request, and
-//! this pass takes ~6 k of them off (docs/benchmark.md, change 36); every
-//! session cookie and routable token goes through such a regex. Which
-//! regexes qualify is decided from the parsed regex (at build time for the
-//! rulesets compiled in), and tests hold the pass to the engine's answers.
+//! the regex's program (`vm.rs`): natively a third of a `session_token`
+//! request's instructions (docs/benchmark.md, the ledger); every session
+//! cookie and routable token goes through such a regex. Which regexes
+//! qualify is decided from the parsed regex (at build time for the
+//! rulesets compiled in), and tests hold the pass to the `regex` crate's
+//! answers.
 //!
 //! One way only: a step that may take a varying number of characters
 //! takes none that the steps after it could start with (up to and with the
@@ -16,6 +16,7 @@
 
 use std::ops::Range;
 
+#[cfg(feature = "compile")]
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
 
 /// A compiled sequence, as `u32`s (so `build.rs` writes it as one array):
@@ -26,12 +27,16 @@ use regex_syntax::hir::{Class, Hir, HirKind, Look};
 pub type Code = [u32];
 
 /// A step's most when it has none (`+`, `*`, `{n,}`).
+#[cfg(feature = "compile")]
 const UNBOUNDED: u32 = u32::MAX;
 /// The group fields of a sequence without a capture group.
+#[cfg(feature = "compile")]
 const NO_GROUP: u32 = u32::MAX;
-/// Longer regexes are left to the engine (the code stays small).
+/// Longer regexes are left to the program (the code stays small).
+#[cfg(feature = "compile")]
 const MAX_STEPS: usize = 64;
 
+#[cfg(feature = "compile")]
 /// One step while compiling: the characters it takes as sorted, disjoint
 /// ranges, and how many times.
 struct Step {
@@ -40,10 +45,9 @@ struct Step {
     max: u32,
 }
 
-/// The sequence `source` compiles to, or `None` when it is not one (or is
-/// invalid).
-pub(crate) fn compile(source: &str) -> Option<Vec<u32>> {
-    let hir = regex_syntax::Parser::new().parse(source).ok()?;
+/// The sequence `hir` compiles to, or `None` when it is not one.
+#[cfg(feature = "compile")]
+pub(crate) fn compile(hir: &Hir) -> Option<Vec<u32>> {
     if hir.properties().explicit_captures_len() > 1 {
         return None;
     }
@@ -65,7 +69,7 @@ pub(crate) fn compile(source: &str) -> Option<Vec<u32>> {
         if let HirKind::Capture(capture) = part.kind() {
             let start = steps.len() as u32;
             push_steps(&capture.sub, &mut steps)?;
-            // An empty group is left to the engine.
+            // An empty group is left to the program.
             (steps.len() as u32 > start).then_some(())?;
             group = (start, steps.len() as u32);
         } else {
@@ -95,6 +99,7 @@ pub(crate) fn compile(source: &str) -> Option<Vec<u32>> {
     Some(code)
 }
 
+#[cfg(feature = "compile")]
 /// Appends the steps of `hir` (no capture groups inside), or `None` when
 /// it is not made of steps.
 fn push_steps(hir: &Hir, steps: &mut Vec<Step>) -> Option<()> {
@@ -142,7 +147,8 @@ fn push_steps(hir: &Hir, steps: &mut Vec<Step>) -> Option<()> {
     Some(())
 }
 
-/// A Unicode class's ranges (a byte class, `(?-u)`, is left to the engine).
+#[cfg(feature = "compile")]
+/// A Unicode class's ranges (a byte class, `(?-u)`, is left to the program).
 fn class_ranges(class: &Class) -> Option<Vec<(u32, u32)>> {
     match class {
         Class::Unicode(class) => Some(
@@ -156,6 +162,7 @@ fn class_ranges(class: &Class) -> Option<Vec<(u32, u32)>> {
     }
 }
 
+#[cfg(feature = "compile")]
 /// Whether taking all it can at every step is the only way to match: a
 /// step of varying length shares no character with the steps that could
 /// follow it (up to and with the first that must take one).
@@ -173,6 +180,7 @@ fn one_parse(steps: &[Step]) -> bool {
     })
 }
 
+#[cfg(feature = "compile")]
 fn disjoint(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
     a.iter()
         .all(|&(lo, hi)| b.iter().all(|&(l, h)| hi < l || h < lo))
@@ -235,7 +243,7 @@ fn in_ranges(ranges: &[u32], c: u32) -> bool {
         .any(|range| range[0] <= c && c <= range[1])
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "compile"))]
 mod tests {
     use super::*;
 
@@ -254,6 +262,10 @@ mod tests {
         r"^(x*)$",
         r"^a{0}b$",
     ];
+
+    fn compile(source: &str) -> Option<Vec<u32>> {
+        super::compile(&regex_syntax::Parser::new().parse(source).ok()?)
+    }
 
     #[test]
     fn sequences_compile_and_others_do_not() {
