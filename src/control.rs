@@ -82,6 +82,9 @@ impl Controls {
         if let Some(problem) = &applied.problem {
             crate::log_error("control", problem);
         }
+        if let Some(warning) = &applied.warning {
+            crate::log_warn("control", warning);
+        }
         let known = self.state.borrow().is_known();
         if let Some(resolver) = &iso.resolver {
             resolver.set_shared_usable(known);

@@ -334,10 +334,13 @@ pub fn run(command: Command) -> Outcome<i32> {
         persist_to: kv.persist_to.clone(),
         config: kv.config.clone(),
     };
+    let current = match &command {
+        Command::Show(_) => return show(&wrangler),
+        _ => wrangler.get()?,
+    };
     let text = match &command {
         Command::Put { file, .. } => read_file(file)?,
         Command::Set { changes, .. } => {
-            let current = wrangler.get()?;
             let mut doc = match current.as_deref().map(serde_json::from_str::<Value>) {
                 Some(Ok(Value::Object(map))) => map,
                 // None, or an invalid stored document: replaced from
@@ -347,10 +350,11 @@ pub fn run(command: Command) -> Outcome<i32> {
             apply(&mut doc, changes);
             Value::Object(doc).to_string()
         }
-        // show (check has returned above)
-        _ => return show(&wrangler),
+        // show and check have returned above
+        _ => unreachable!("show and check return earlier"),
     };
     let control = validate(&text, &rules_dir)?;
+    check_generation(current.as_deref(), &control)?;
     let put = wrangler.put_args(text.trim());
     out::line(&pretty(&text));
     if options.dry_run {
@@ -370,6 +374,26 @@ pub fn run(command: Command) -> Outcome<i32> {
         control.summary()
     ));
     Ok(0)
+}
+
+/// The purge generation of the stored document `current`, if it has one
+/// that can be read.
+fn stored_generation(current: Option<&str>) -> Option<u64> {
+    let value: Value = serde_json::from_str(current?).ok()?;
+    value.get("purge_generation")?.as_u64()
+}
+
+/// Refuses a document whose `purge_generation` is lower than the stored
+/// one's: lowering it would make answers a purge made unusable readable
+/// again (isolates ignore a lower one, but new isolates would start from it).
+fn check_generation(current: Option<&str>, next: &Control) -> Outcome<()> {
+    match stored_generation(current) {
+        Some(stored) if next.purge_generation < stored => Err(Failure::data(format!(
+            "purge_generation {} is lower than the stored document's {stored}: refused (the generation never goes down; lowering it would make purged answers readable again). Keep \"purge_generation\": {stored} or raise it",
+            next.purge_generation
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn show(wrangler: &Wrangler) -> Outcome<i32> {
@@ -438,6 +462,30 @@ mod tests {
         assert_eq!(
             applied(r#"{"request_log":"all"}"#, &["request_log=default"]),
             "{}"
+        );
+    }
+
+    #[test]
+    fn a_lower_generation_is_refused() {
+        let doc = |text: &str| Control::parse(text).unwrap();
+        let stored = Some(r#"{"purge_generation":3,"mode":"passthrough"}"#);
+        let refused = check_generation(stored, &doc("{}")).unwrap_err();
+        assert!(
+            format!("{refused:?}").contains("lower than the stored document's 3"),
+            "{refused:?}"
+        );
+        assert!(check_generation(stored, &doc(r#"{"purge_generation":2}"#)).is_err());
+        assert!(check_generation(stored, &doc(r#"{"purge_generation":3}"#)).is_ok());
+        assert!(check_generation(stored, &doc(r#"{"purge_generation":4}"#)).is_ok());
+        assert!(
+            check_generation(None, &doc("{}")).is_ok(),
+            "no stored document"
+        );
+        assert!(check_generation(Some("{}"), &doc("{}")).is_ok());
+        // What `set` writes never lowers it: reset and every change keep it.
+        assert_eq!(
+            applied(r#"{"purge_generation":3}"#, &["reset", "mode=normal"]),
+            r#"{"mode":"normal","purge_generation":3}"#
         );
     }
 
