@@ -115,9 +115,23 @@ fn apply(control: &Control, purged: bool, iso: &Isolate) {
             );
         }
     }
-    if purged {
-        if let Some(resolver) = &iso.resolver {
+    if let Some(resolver) = &iso.resolver {
+        if purged {
             resolver.purge(control.purge_generation);
+        }
+        // Once per control read that changed the document, never per
+        // request: the list is indexed and the memory entries it names
+        // are dropped now.
+        let (in_force, dropped) = resolver.invalidate(&control.invalidations);
+        if in_force > 0 || !control.invalidations.is_empty() {
+            crate::log_line(
+                "info",
+                "control",
+                &format!(
+                    "invalidations applied: {in_force} in force ({} in the document), {dropped} memory entries dropped",
+                    control.invalidations.len()
+                ),
+            );
         }
     }
 }

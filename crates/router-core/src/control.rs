@@ -22,6 +22,7 @@
 use serde::Deserialize;
 
 use crate::log::RequestLogging;
+use crate::resolve::invalidate::{Invalidation, MAX_INVALIDATIONS};
 
 /// The KV key that holds the document.
 pub const CONTROL_KEY: &str = "control";
@@ -65,6 +66,9 @@ pub struct Control {
     pub request_log: Option<RequestLogging>,
     /// Who set it and why; logged when the document is applied.
     pub note: Option<String>,
+    /// Targeted invalidations ([`crate::resolve::invalidate`]): answers by
+    /// claim, tag or cell asked for before a time are unusable.
+    pub invalidations: Vec<Invalidation>,
 }
 
 #[derive(Deserialize)]
@@ -80,6 +84,8 @@ struct ControlSpec {
     request_log: Option<String>,
     #[serde(default)]
     note: Option<String>,
+    #[serde(default)]
+    invalidations: Vec<serde_json::Value>,
 }
 
 impl Control {
@@ -118,7 +124,23 @@ impl Control {
                 )
             })?),
         };
+        if spec.invalidations.len() > MAX_INVALIDATIONS {
+            return Err(format!(
+                "control document: {} invalidations, over the limit of {MAX_INVALIDATIONS}",
+                spec.invalidations.len()
+            ));
+        }
+        let invalidations = spec
+            .invalidations
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                Invalidation::from_value(v)
+                    .map_err(|e| format!("control document: invalidations[{i}]: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Control {
+            invalidations,
             mode,
             disabled_rules: spec.disabled_rules,
             purge_generation: spec.purge_generation,
@@ -137,6 +159,9 @@ impl Control {
         );
         if let Some(log) = self.request_log {
             text.push_str(&format!(" request_log={:?}", log.name()));
+        }
+        if !self.invalidations.is_empty() {
+            text.push_str(&format!(" invalidations={}", self.invalidations.len()));
         }
         if let Some(note) = &self.note {
             text.push_str(&format!(" note={note:?}"));
@@ -338,6 +363,12 @@ mod tests {
         );
         assert_eq!(c.note.as_deref(), Some("INC-1"));
         assert_eq!(Control::parse("{}").unwrap(), Control::default());
+        let c = Control::parse(
+            r#"{"invalidations":[{"at_ms":1,"claim":"route=acme"},{"at_ms":2,"cell":3}]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.invalidations.len(), 2);
+        assert!(c.summary().contains("invalidations=2"));
     }
 
     #[test]
@@ -350,6 +381,8 @@ mod tests {
             r#"{"disabled_rules":"a"}"#,
             r#"{"disabled_rules":[""]}"#,
             r#"{"request_log":"some"}"#,
+            r#"{"invalidations":[{"claim":"route=acme"}]}"#,
+            r#"{"invalidations":{"at_ms":1,"claim":"route=acme"}}"#,
             "[]",
             "not json",
             "",
@@ -358,6 +391,13 @@ mod tests {
         }
         let huge = format!(r#"{{"note":"{}"}}"#, "x".repeat(MAX_DOCUMENT_BYTES));
         assert!(Control::parse(&huge).unwrap_err().contains("limit"));
+        let many = format!(
+            r#"{{"invalidations":[{}]}}"#,
+            vec![r#"{"at_ms":1,"cell":2}"#; MAX_INVALIDATIONS + 1].join(",")
+        );
+        assert!(Control::parse(&many)
+            .unwrap_err()
+            .contains("over the limit of 1000"));
     }
 
     #[test]
