@@ -134,7 +134,9 @@ describe("ROUTER_CONTROL", () => {
 
   test("a 404 storm: after the service recovers, raising purge_generation stops the misrouting within one interval", async () => {
     // Two routers: separate isolates with one Cache API, like a colo. The
-    // storm's 404s are cached (memory and Cache API) for 30 s.
+    // storm's 404s are cached (memory and Cache API) for 30 s. (No
+    // GITLAB_CELLS here: sessions of listed cells heal by themselves,
+    // tests/e2e/storm.test.mjs.)
     const stack = await startStack({ ruleset: "session_prefix", cellCount: 3, control: true, routers: 2, vars });
     const [a, b] = stack.urls;
     const users = [sessionCookie(2), sessionCookie(3)];

@@ -16,7 +16,8 @@ const ABOUT: &str = "\
 The router reads one JSON document, key \"control\" in the KV namespace
 bound as ROUTER_CONTROL, at most every GITLAB_CONTROL_REFRESH_SECONDS (30)
 per isolate: a change takes effect everywhere within that time, no deploy.
-Rule ids are checked against the rulesets in rules/.
+Rule ids are checked against the rulesets in rules/. The purge generation
+never goes down: put and set refuse a lower one than the stored document's.
 
 exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
 
@@ -87,7 +88,9 @@ CHANGE:
   request_log=VALUE       all | errors | sample:SHARE overrides
                           GITLAB_REQUEST_LOG; request_log=default removes it
   note=TEXT               who and why (logged by every isolate applying it)
-  reset                   the empty document (normal routing)
+  reset                   normal routing: every field dropped but
+                          purge_generation and invalidations (dropping
+                          them would make purged answers usable again)
 
 exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
 
@@ -109,12 +112,16 @@ pub const DEFAULT_KEEP_SECS: u64 = 4_200;
 /// What every verb takes (check uses only --rules-dir).
 #[derive(clap::Args)]
 pub struct Options {
-    /// set, put: print the document and the wrangler command, write nothing
+    /// set, put, invalidate: print the document and the wrangler command,
+    /// write nothing
     #[arg(long)]
     dry_run: bool,
     #[command(flatten)]
     rules_dir: DirArg,
-    #[command(flatten, next_help_heading = "Wrangler options (show, set, put)")]
+    #[command(
+        flatten,
+        next_help_heading = "Wrangler options (show, set, put, invalidate)"
+    )]
     kv: Kv,
 }
 
@@ -380,13 +387,20 @@ pub fn run(command: Command) -> Outcome<i32> {
         persist_to: kv.persist_to.clone(),
         config: kv.config.clone(),
     };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    // What invalidate adds, checked before wrangler is asked anything.
+    let added = match &command {
+        Command::Invalidate {
+            claim, tag, cell, ..
+        } => invalidations_of(claim, tag, cell, now_ms)?,
+        _ => Vec::new(),
+    };
     let current = match &command {
         Command::Show(_) => return show(&wrangler),
         _ => wrangler.get()?,
     };
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
     let text = match &command {
         Command::Put { file, .. } => {
             let text = read_file(file)?;
@@ -404,42 +418,11 @@ pub fn run(command: Command) -> Outcome<i32> {
                 _ => text,
             }
         }
-        Command::Invalidate {
-            claim,
-            tag,
-            cell,
-            keep_secs,
-            ..
-        } => {
+        Command::Invalidate { keep_secs, .. } => {
             let mut doc = match current.as_deref().map(serde_json::from_str::<Value>) {
                 Some(Ok(Value::Object(map))) => map,
                 _ => Map::new(),
             };
-            let mut added = Vec::new();
-            for c in claim {
-                let subject = parse_claim(c).map_err(Failure::usage)?;
-                added.push(Invalidation {
-                    at_ms: now_ms,
-                    subject,
-                });
-            }
-            for t in tag {
-                added.push(Invalidation {
-                    at_ms: now_ms,
-                    subject: Subject::Tag(t.clone()),
-                });
-            }
-            for id in cell {
-                added.push(Invalidation {
-                    at_ms: now_ms,
-                    subject: Subject::Cell(*id),
-                });
-            }
-            if added.is_empty() {
-                return Err(Failure::usage(
-                    "control invalidate: name at least one --claim, --tag or --cell",
-                ));
-            }
             let pruned = add_invalidations(&mut doc, &added, now_ms, *keep_secs);
             out::line(&format!(
                 "adding {} invalidation(s) at {now_ms} ms ({}); dropping {pruned} older than {keep_secs} s",
@@ -482,6 +465,44 @@ pub fn run(command: Command) -> Outcome<i32> {
         control.summary()
     ));
     Ok(0)
+}
+
+/// The invalidations `--claim`, `--tag` and `--cell` name, made at `now_ms`.
+fn invalidations_of(
+    claims: &[String],
+    tags: &[String],
+    cells: &[u64],
+    now_ms: u64,
+) -> Outcome<Vec<Invalidation>> {
+    let mut added = Vec::new();
+    for c in claims {
+        let subject = parse_claim(c).map_err(Failure::usage)?;
+        added.push(Invalidation {
+            at_ms: now_ms,
+            subject,
+        });
+    }
+    for t in tags {
+        if t.is_empty() {
+            return Err(Failure::usage("control invalidate: --tag is empty"));
+        }
+        added.push(Invalidation {
+            at_ms: now_ms,
+            subject: Subject::Tag(t.clone()),
+        });
+    }
+    for id in cells {
+        added.push(Invalidation {
+            at_ms: now_ms,
+            subject: Subject::Cell(*id),
+        });
+    }
+    if added.is_empty() {
+        return Err(Failure::usage(
+            "control invalidate: name at least one --claim, --tag or --cell",
+        ));
+    }
+    Ok(added)
 }
 
 /// Appends `added` to the document's `invalidations` (one per subject:
