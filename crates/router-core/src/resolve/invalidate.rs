@@ -240,10 +240,10 @@ impl Index {
     /// `claim` (its [`CLAIM_TYPES`] index and value; `None` for other
     /// kinds), stored with `tags`, saying `classification`. `None`: none
     /// matches.
-    pub fn invalidated_at(
+    pub fn invalidated_at<'t>(
         &self,
         claim: Option<(usize, &str)>,
-        tags: &[String],
+        tags: impl IntoIterator<Item = &'t str>,
         classification: &Classification,
     ) -> Option<u64> {
         if self.in_force.is_empty() {
@@ -365,8 +365,7 @@ mod tests {
         let c3 = cell("c3.example");
         let at = |text: &str, tags: &[&str], answer: &Classification| {
             let (i, v) = claim(text);
-            let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
-            index.invalidated_at(Some((i, &v)), &tags, answer)
+            index.invalidated_at(Some((i, &v)), tags.iter().copied(), answer)
         };
         assert_eq!(at("route=acme", &[], &c3), Some(100));
         assert_eq!(at("route=ACME/app/sub", &[], &c3), Some(100), "under it");
@@ -400,7 +399,7 @@ mod tests {
             Some(140)
         );
         assert_eq!(
-            index.invalidated_at(None, &[], &cell("r2.example")),
+            index.invalidated_at(None, [], &cell("r2.example")),
             Some(140),
             "the registry address too"
         );
@@ -418,7 +417,7 @@ mod tests {
         assert_eq!(index.in_force(), std::slice::from_ref(&b));
         let (i, v) = claim("route=b");
         assert_eq!(
-            index.invalidated_at(Some((i, &v)), &[], &cell("x")),
+            index.invalidated_at(Some((i, &v)), [], &cell("x")),
             Some(5_000)
         );
         let index = index.rebuild(&[], &cells, 9_500, 4_500);

@@ -302,7 +302,7 @@ where
             self.memory.borrow_mut().drop_where(|e| {
                 let claim = e.claim.as_ref().map(|(i, v)| (*i, &**v));
                 index
-                    .invalidated_at(claim, &e.tags, &e.classification)
+                    .invalidated_at(claim, e.tags.split(','), &e.classification)
                     .is_some_and(|at| e.asked_at_ms < at)
             })
         };
@@ -316,7 +316,11 @@ where
     fn invalidated(&self, claim: Option<(usize, &str)>, answer: &CachedAnswer) -> bool {
         self.invalidations
             .borrow()
-            .invalidated_at(claim, &answer.tags, &answer.classification)
+            .invalidated_at(
+                claim,
+                answer.tags.iter().map(String::as_str),
+                &answer.classification,
+            )
             .is_some_and(|at| answer.asked_at_ms < at)
     }
 
