@@ -39,6 +39,10 @@ node --input-type=module -e '
   if (key(shipped) !== key(wanted)) console.error("warning: [env.dev.vars] GITLAB_CELLS differs from devstack/topology.toml; want:\n" + process.argv[1]);
 ' "$cells" || true
 
+# The control document exists from the start (docs/operations.md: without
+# it a new isolate does not use the Cache API); `reset` keeps what is there.
+cargo run -q --bin rulesctl -- control set --env dev --local reset > /dev/null || echo "warning: could not write the local control document" >&2
+
 token=$(cargo run -q --bin rulesctl -- token --cell 2 2>/dev/null || true)
 cat <<MSG
 
@@ -54,6 +58,7 @@ Try:
   curl -si http://127.0.0.1:8787/users/sign_in | grep -i -e set-cookie -e x-demo-cell   # spread over the healthy cells
   curl -s "http://127.0.0.1:8787/__scheduled?cron=*+*+*+*+*"   # run the cell health probe now (its summary is in the log)
   cargo run -q --bin rulesctl -- control set --env dev --local mode=passthrough   # runtime switch: all to cell 1 within 5 s (mode=normal undoes it)
+  node bench/cutover-drill.mjs                                 # move organization acme between cells 2 and 3: targeted invalidation vs a global purge
 ${token:+  curl -s -H 'PRIVATE-TOKEN: $token' http://127.0.0.1:8787/api/v4/user   # routable token for cell 2}
 Each cell answers with a JSON echo of what it received (cell id, path, headers).
 Ctrl-C stops everything.

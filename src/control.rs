@@ -82,6 +82,9 @@ impl Controls {
         if let Some(problem) = &applied.problem {
             crate::log_error("control", problem);
         }
+        if let Some(warning) = &applied.warning {
+            crate::log_warn("control", warning);
+        }
         let known = self.state.borrow().is_known();
         if let Some(resolver) = &iso.resolver {
             resolver.set_shared_usable(known);
@@ -112,9 +115,23 @@ fn apply(control: &Control, purged: bool, iso: &Isolate) {
             );
         }
     }
-    if purged {
-        if let Some(resolver) = &iso.resolver {
+    if let Some(resolver) = &iso.resolver {
+        if purged {
             resolver.purge(control.purge_generation);
+        }
+        // Once per control read that changed the document, never per
+        // request: the list is indexed and the memory entries it names
+        // are dropped now.
+        let (in_force, dropped) = resolver.invalidate(&control.invalidations);
+        if in_force > 0 || !control.invalidations.is_empty() {
+            crate::log_line(
+                "info",
+                "control",
+                &format!(
+                    "invalidations applied: {in_force} in force ({} in the document), {dropped} memory entries dropped",
+                    control.invalidations.len()
+                ),
+            );
         }
     }
 }

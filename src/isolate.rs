@@ -111,6 +111,7 @@ impl Isolate {
                 config.cache.clone(),
                 config.client.clone(),
             )
+            .with_cells(config.cells.clone())
         });
         Isolate {
             state: IsolateState::new(config, ruleset),

@@ -117,6 +117,9 @@ describe("classification cache", () => {
       // for a failing service (stale-evicted.test.mjs).
       assert.equal(entry.cacheControl, "max-age=660");
       assert.equal(entry.body.classification.address, stack.cells[3].addr);
+      // When the service was asked: what targeted invalidation compares
+      // with an invalidation's time (docs/operations.md).
+      assert.ok(entry.body.asked_at_ms > Date.now() - 60_000 && entry.body.asked_at_ms <= Date.now(), `asked_at_ms ${entry.body.asked_at_ms}`);
     } finally {
       await stack.stop();
     }

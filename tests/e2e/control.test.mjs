@@ -6,7 +6,7 @@
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, startStack, request, requestLogs, getJson, postJson, sessionCookie, setControl, eventually } from "./harness.mjs";
@@ -68,7 +68,7 @@ describe("ROUTER_CONTROL", () => {
       assert.ok(applied, "the applied document is logged");
       assert.match(applied.message, /INC-1: test/);
 
-      await setControl(stack, null);
+      await setControl(stack, { mode: "normal" });
       const back = await timeUntil(async () => (await cellOf(stack, sessionCookie(2))) === "2", 5 * INTERVAL_MS);
       console.log(`back to normal after ${back} ms`);
       assert.ok(back <= INTERVAL_MS + 500, `${back} ms`);
@@ -134,11 +134,14 @@ describe("ROUTER_CONTROL", () => {
 
   test("a 404 storm: after the service recovers, raising purge_generation stops the misrouting within one interval", async () => {
     // Two routers: separate isolates with one Cache API, like a colo. The
-    // storm's 404s are cached (memory and Cache API) for 30 s.
+    // storm's 404s are cached (memory and Cache API) for 30 s. (No
+    // GITLAB_CELLS here: sessions of listed cells heal by themselves,
+    // tests/e2e/storm.test.mjs.)
     const stack = await startStack({ ruleset: "session_prefix", cellCount: 3, control: true, routers: 2, vars });
     const [a, b] = stack.urls;
     const users = [sessionCookie(2), sessionCookie(3)];
     try {
+      await setControl(stack, {});
       await postJson(`${stack.topology.admin}/_faults`, { not_found_all: true, cache_control: "max-age=30" });
       for (const u of users) assert.equal(await cellOf(stack, u, "/storm", a), "1", "the storm misroutes");
       await postJson(`${stack.topology.admin}/_faults`, { not_found_all: false, cache_control: null });
@@ -161,6 +164,73 @@ describe("ROUTER_CONTROL", () => {
       const tookB = Date.now() - purged;
       console.log(`misrouting stopped ${tookA} ms (router a) and ${tookB} ms (router b) after the purge; the cached 404s had 30 s left`);
       assert.ok(tookA <= INTERVAL_MS + 1000 && tookB <= INTERVAL_MS + 1500, `${tookA} / ${tookB} ms`);
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("a purge cannot be undone by accident: a lower generation and a deleted key are ignored", async () => {
+    // Two isolates, one Cache API. A path claim's 404 from a storm is
+    // cached under generation 0 (30 s); purge_generation 1 ends it. Writing
+    // generation 0 back (by hand, past rulesctl) or deleting the key must
+    // not make the generation-0 404s readable again.
+    const stack = await startStack({ ruleset: "cells", cellCount: 3, cellRoutes: { 2: ["acme"] }, control: true, routers: 2, vars });
+    const [a, b] = stack.urls;
+    const routed = async (router) => cellOf(stack, null, "/acme/app", router);
+    try {
+      await setControl(stack, {});
+      await postJson(`${stack.topology.admin}/_faults`, { not_found_all: true, cache_control: "max-age=30" });
+      assert.equal(await routed(a), "1", "the storm's 404");
+      await postJson(`${stack.topology.admin}/_faults`, { not_found_all: false, cache_control: null });
+      assert.equal(await routed(b), "1", "cached in the Cache API under generation 0");
+      await setControl(stack, { purge_generation: 1 });
+      await timeUntil(async () => (await routed(a)) === "2" && (await routed(b)) === "2", 5 * INTERVAL_MS);
+
+      const mark = stack.logs.length;
+      await setControl(stack, { purge_generation: 0, note: "a mistaken rollback" });
+      await eventually(async () => {
+        assert.equal(await routed(a), "2");
+        assert.equal(await routed(b), "2");
+        const ignored = controlLines(stack, mark).filter((l) => l.level === "warn" && /lowers purge_generation from 1 to 0: ignored/.test(l.message));
+        assert.ok(ignored.length >= 2, "both isolates say so");
+      }, 5 * INTERVAL_MS);
+      const deleted = stack.logs.length;
+      await setControl(stack, null);
+      await eventually(async () => {
+        await routed(a);
+        await routed(b);
+        const kept = controlLines(stack, deleted).filter((l) => l.level === "warn" && /control key is missing: keeping the last known document/.test(l.message));
+        assert.ok(kept.length >= 2, "both isolates keep their document");
+      }, 5 * INTERVAL_MS);
+      for (let i = 0; i < 10; i++) {
+        assert.equal(await routed(a), "2", "generation 0's 404 stays unread");
+        assert.equal(await routed(b), "2");
+      }
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("a new isolate that finds no key routes with the default document, without the Cache API", async () => {
+    const stack = await startStack({ ruleset: "session_prefix", cellCount: 3, control: true, routers: 2, vars });
+    const [a, b] = stack.urls;
+    try {
+      assert.equal(await cellOf(stack, sessionCookie(3), "/", a), "3");
+      assert.equal(await cellOf(stack, sessionCookie(3), "/", b), "3");
+      assert.equal((await stats(stack)).classify_calls, 2, "each isolate asked: no Cache API without the key");
+      const warned = controlLines(stack).find((l) => l.level === "warn" && /missing: routing with the default document, without the shared cache/.test(l.message));
+      assert.ok(warned, "a warn line says so");
+      await setControl(stack, {});
+      await new Promise((r) => setTimeout(r, INTERVAL_MS + 100));
+      // The requests that find a read due start it (in the background).
+      await cellOf(stack, sessionCookie(3), "/", a);
+      await cellOf(stack, sessionCookie(3), "/", b);
+      await new Promise((r) => setTimeout(r, 200));
+      await resetStats(stack);
+      assert.equal(await cellOf(stack, sessionCookie(2), "/", a), "2");
+      await new Promise((r) => setTimeout(r, 100)); // the Cache API write (waitUntil)
+      assert.equal(await cellOf(stack, sessionCookie(2), "/", b), "2");
+      assert.equal((await stats(stack)).classify_calls, 1, "with a document, the other isolate is answered by the Cache API");
     } finally {
       await stack.stop();
     }
@@ -200,6 +270,13 @@ describe("ROUTER_CONTROL", () => {
         await stack.stop();
       }
       assert.match(rulesctl("set", "reset", "purge"), /"purge_generation": 1/);
+      // A lower generation is refused by put (set never lowers it).
+      const lower = join(dir, "lower.json");
+      writeFileSync(lower, '{"mode":"normal"}');
+      assert.throws(() => rulesctl("put", lower), /purge_generation 0 is lower than the stored document's 1: refused/);
+      assert.throws(() => rulesctl("put", "--dry-run", lower), /lower than the stored/, "a dry run says so too");
+      writeFileSync(lower, '{"mode":"normal","purge_generation":1}');
+      assert.match(rulesctl("put", lower), /written/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -73,9 +73,9 @@ export function startReady(args, label) {
  * Starts `devstack up` with the shipped demo topology (devstack/topology.toml:
  * its routes, organizations, project, namespace, user and snippet ids, and
  * cell 2's Git repository) on free ports, and the router in front of it.
- * Resolves like startStack.
+ * Resolves like startStack (`control`, `probe`, `routers` as there).
  */
-export async function startDemoStack({ ruleset = "cells", vars = {}, topology = (toml) => toml, routers = 1, routerVars = [], routerOptions = [] } = {}) {
+export async function startDemoStack({ ruleset = "cells", vars = {}, topology = (toml) => toml, routers = 1, routerVars = [], routerOptions = [], control = false, probe = false } = {}) {
   const shipped = readFileSync(join(ROOT, "devstack", "topology.toml"), "utf8")
     .replace(/^address = .*$/gm, "")
     .replace(/^(listen|admin_listen) = .*$/gm, '$1 = "127.0.0.1:0"');
@@ -97,10 +97,11 @@ export async function startDemoStack({ ruleset = "cells", vars = {}, topology = 
     };
     // A variable set to undefined is left out (e.g. no Topology Service).
     for (const [k, v] of Object.entries(stack.vars)) if (v === undefined) delete stack.vars[k];
-    stack.mf = await startRouter(stack.vars, logs, { routers, routerVars, routerOptions });
+    stack.mf = await startRouter(stack.vars, logs, { routers, routerVars, routerOptions, control, probe });
     stack.urls = [];
     for (let i = 0; i < routers; i++) stack.urls.push((await stack.mf.unsafeGetDirectURL(routerName(i))).toString().replace(/\/$/, ""));
     stack.url = stack.urls[0];
+    if (probe) stack.probeUrl = (await stack.mf.unsafeGetDirectURL("cache-probe")).toString().replace(/\/$/, "");
   } catch (e) {
     await stopStack(stack);
     throw e;
@@ -151,7 +152,7 @@ export function topologyToml(cells, { cacheControl = "max-age=60", notFoundCache
  * Starts demo cells 1..cellCount, a Topology Service that knows them, and
  * the router with `vars` (GITLAB_* overrides). Cell 1 is the legacy cell.
  */
-export async function startStack({ ruleset = "session_prefix", vars = {}, routerVars = [], cellCount = 3, cellRoutes = {}, topology = {}, routers = 1, probe = false, build = "build", control = false, routerOptions = [], extraWorkers = [] } = {}) {
+export async function startStack({ ruleset = "session_prefix", vars = {}, routerVars = [], cellCount = 3, cellRoutes = {}, topology = {}, routers = 1, probe = false, build = "build", control = false, routerOptions = [], extraWorkers = [], listCells = false } = {}) {
   const children = [];
   const logs = [];
   const stack = { children, logs, cells: {} };
@@ -183,6 +184,8 @@ export async function startStack({ ruleset = "session_prefix", vars = {}, router
       GITLAB_UPSTREAM_SCHEME: "http",
       GITLAB_ALLOWED_UPSTREAMS: allowed.join(","),
       GITLAB_TOPOLOGY_TIMEOUT_MS: "300",
+      // `listCells`: GITLAB_CELLS names the started cells (session prefix cell-<id>).
+      ...(listCells ? { GITLAB_CELLS: JSON.stringify(Object.values(stack.cells).map((c) => ({ id: c.id, address: c.addr, session_prefix: `cell-${c.id}` }))) } : {}),
       ...vars,
     };
     for (const [k, v] of Object.entries(stack.vars)) if (v === undefined) delete stack.vars[k];

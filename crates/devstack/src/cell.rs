@@ -59,6 +59,12 @@ pub struct CellState {
     health_probes: AtomicU64,
     /// The route-learning endpoint, on cells started by `devstack up`.
     learn: Option<Arc<LearnService>>,
+    /// Maintenance mode (`POST /_maintenance`): requests whose path starts
+    /// with one of these prefixes (compared case-insensitively) are
+    /// answered 503 with `Retry-After` (seconds), as a cell moving an
+    /// organization away answers it; and how many were.
+    maintenance: Mutex<(Vec<String>, u32)>,
+    maintenance_refused: AtomicU64,
 }
 
 /// `GET /api/v4/internal/cells/learn?method=M&path_info=P`: route learning
@@ -244,8 +250,59 @@ pub fn serve(
         git,
         health_probes: AtomicU64::new(0),
         learn,
+        maintenance: Mutex::new((Vec::new(), 0)),
+        maintenance_refused: AtomicU64::new(0),
     });
     crate::http::spawn_accept_loop(listener, move |req, peer| handle(state.clone(), req, peer));
+}
+
+/// `POST /_maintenance` `{"path_prefixes": ["/acme"], "retry_after": 5}`:
+/// sets maintenance mode (an empty list ends it).
+async fn maintenance(state: &CellState, req: Request<Incoming>) -> Response<Body> {
+    use http_body_util::BodyExt;
+    let bytes = match http_body_util::Limited::new(req.into_body(), 1 << 16)
+        .collect()
+        .await
+    {
+        Ok(c) => c.to_bytes(),
+        Err(e) => return bad_request(state, format!("cannot read body: {e}")),
+    };
+    let parsed: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => return bad_request(state, format!("maintenance: invalid JSON: {e}")),
+    };
+    let prefixes: Option<Vec<String>> =
+        parsed
+            .get("path_prefixes")
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_ascii_lowercase)
+                    .collect()
+            });
+    let Some(prefixes) = prefixes else {
+        return bad_request(
+            state,
+            "maintenance: path_prefixes must be a list of strings".into(),
+        );
+    };
+    let retry_after = parsed
+        .get("retry_after")
+        .and_then(Value::as_u64)
+        .unwrap_or(5) as u32;
+    eprintln!(
+        "cell {}: maintenance {prefixes:?} retry-after {retry_after}",
+        state.id
+    );
+    *state.maintenance.lock().unwrap() = (prefixes.clone(), retry_after);
+    with_cell_header(
+        state,
+        json_response(
+            StatusCode::OK,
+            &json!({"path_prefixes": prefixes, "retry_after": retry_after}),
+        ),
+    )
 }
 
 fn with_cell_header(state: &CellState, mut resp: Response<Body>) -> Response<Body> {
@@ -354,6 +411,7 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
         }
     }
     match (req.method(), path.as_str()) {
+        (&Method::POST, "/_maintenance") => return maintenance(&state, req).await,
         (&Method::GET, "/_stats") => {
             let body = json!({
                 "cell": state.id,
@@ -367,6 +425,7 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
                 "websocket_closes": *state.websocket_closes.lock().unwrap(),
                 "health_probes": state.health_probes.load(Ordering::SeqCst),
                 "learn_calls": state.learn.as_ref().map_or(0, |l| l.calls.load(Ordering::SeqCst)),
+                "maintenance_refused": state.maintenance_refused.load(Ordering::SeqCst),
             });
             return with_cell_header(&state, json_response(StatusCode::OK, &body));
         }
@@ -418,6 +477,25 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
         if query.is_empty() { "" } else { "?" }
     );
 
+    let refused_for = {
+        let (prefixes, retry_after) = &*state.maintenance.lock().unwrap();
+        let lower = path.to_ascii_lowercase();
+        prefixes
+            .iter()
+            .any(|p| lower.starts_with(p.as_str()))
+            .then_some(*retry_after)
+    };
+    if let Some(retry_after) = refused_for {
+        state.maintenance_refused.fetch_add(1, Ordering::SeqCst);
+        let mut resp = json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"cell": state.id, "error": "maintenance", "path": path}),
+        );
+        if let Ok(v) = HeaderValue::from_str(&retry_after.to_string()) {
+            resp.headers_mut().insert("retry-after", v);
+        }
+        return with_cell_header(&state, resp);
+    }
     if is_websocket_upgrade(&req) {
         return websocket(state, req, headers);
     }

@@ -8,14 +8,21 @@
 //!  "note": "INC-1234: topology service answering 404 for everything"}
 //! ```
 //!
-//! Every field is optional; an absent document (no key) is the normal
-//! state. Unknown fields make the document invalid, so a typo (`"mdoe"`)
-//! is reported instead of silently changing nothing. An invalid document is
-//! logged and the last good one kept.
+//! Every field is optional. Unknown fields make the document invalid, so a
+//! typo (`"mdoe"`) is reported instead of silently changing nothing. An
+//! invalid document is logged and the last good one kept.
+//!
+//! A purge cannot be undone by accident: the generation an isolate uses
+//! never goes down (a lower one in a document is ignored, with a warning),
+//! and a missing key is not "back to normal": an isolate that has read a
+//! document keeps it, and a new isolate that finds no key routes with the
+//! default document but without the shared cache, since it cannot know
+//! which answers a purge made unusable (see [`ControlState::finish_read`]).
 
 use serde::Deserialize;
 
 use crate::log::RequestLogging;
+use crate::resolve::invalidate::{Invalidation, MAX_INVALIDATIONS};
 
 /// The KV key that holds the document.
 pub const CONTROL_KEY: &str = "control";
@@ -59,6 +66,9 @@ pub struct Control {
     pub request_log: Option<RequestLogging>,
     /// Who set it and why; logged when the document is applied.
     pub note: Option<String>,
+    /// Targeted invalidations ([`crate::resolve::invalidate`]): answers by
+    /// claim, tag or cell asked for before a time are unusable.
+    pub invalidations: Vec<Invalidation>,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +84,8 @@ struct ControlSpec {
     request_log: Option<String>,
     #[serde(default)]
     note: Option<String>,
+    #[serde(default)]
+    invalidations: Vec<serde_json::Value>,
 }
 
 impl Control {
@@ -112,7 +124,23 @@ impl Control {
                 )
             })?),
         };
+        if spec.invalidations.len() > MAX_INVALIDATIONS {
+            return Err(format!(
+                "control document: {} invalidations, over the limit of {MAX_INVALIDATIONS}",
+                spec.invalidations.len()
+            ));
+        }
+        let invalidations = spec
+            .invalidations
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                Invalidation::from_value(v)
+                    .map_err(|e| format!("control document: invalidations[{i}]: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Control {
+            invalidations,
             mode,
             disabled_rules: spec.disabled_rules,
             purge_generation: spec.purge_generation,
@@ -131,6 +159,9 @@ impl Control {
         );
         if let Some(log) = self.request_log {
             text.push_str(&format!(" request_log={:?}", log.name()));
+        }
+        if !self.invalidations.is_empty() {
+            text.push_str(&format!(" invalidations={}", self.invalidations.len()));
         }
         if let Some(note) = &self.note {
             text.push_str(&format!(" note={note:?}"));
@@ -181,6 +212,9 @@ pub struct Applied {
     pub purged: bool,
     /// Something to log as an error (KV failure, invalid document).
     pub problem: Option<String>,
+    /// Something to log as a warning (a lower generation ignored, the key
+    /// missing).
+    pub warning: Option<String>,
 }
 
 /// A read that has not finished after this long is abandoned and may be
@@ -244,13 +278,32 @@ impl ControlState {
     }
 
     /// Applies a read's outcome at `now`. Failures and invalid documents
-    /// keep the last known document.
+    /// keep the last known document. A document whose `purge_generation`
+    /// is lower than the one in use is applied with the generation in use
+    /// (a warning says so): lowering it would make purged answers readable
+    /// again. A missing key keeps the last known document once one has
+    /// been read (a warning says so); before that, the isolate routes with
+    /// the default document and the shared cache stays unused
+    /// ([`ControlState::is_known`] stays false).
     pub fn finish_read(&mut self, outcome: ReadOutcome, now: u64) -> Applied {
         self.reading_since = None;
         self.read_once = true;
         self.next_read_ms = now + self.interval_ms;
-        let next = match outcome {
-            ReadOutcome::Absent => Control::default(),
+        let mut next = match outcome {
+            ReadOutcome::Absent => {
+                let warning = if self.known {
+                    format!(
+                        "the control key is missing: keeping the last known document ({}); write one (rulesctl control set reset), never delete it",
+                        self.current.summary()
+                    )
+                } else {
+                    "the control key is missing: routing with the default document, without the shared cache (a purge this isolate cannot see may have made its answers unusable); write one with rulesctl control set reset".to_string()
+                };
+                return Applied {
+                    warning: Some(warning),
+                    ..Applied::default()
+                };
+            }
             ReadOutcome::Text(text) => match Control::parse(&text) {
                 Ok(control) => control,
                 Err(problem) => {
@@ -269,10 +322,19 @@ impl ControlState {
                 }
             }
         };
+        let mut warning = None;
+        if next.purge_generation < self.current.purge_generation {
+            warning = Some(format!(
+                "the control document lowers purge_generation from {} to {}: ignored (the generation never goes down; purged answers stay unusable)",
+                self.current.purge_generation, next.purge_generation
+            ));
+            next.purge_generation = self.current.purge_generation;
+        }
         let applied = Applied {
             changed: next != self.current || !self.known,
             purged: next.purge_generation != self.current.purge_generation,
             problem: None,
+            warning,
         };
         self.known = true;
         self.current = next;
@@ -301,6 +363,12 @@ mod tests {
         );
         assert_eq!(c.note.as_deref(), Some("INC-1"));
         assert_eq!(Control::parse("{}").unwrap(), Control::default());
+        let c = Control::parse(
+            r#"{"invalidations":[{"at_ms":1,"claim":"route=acme"},{"at_ms":2,"cell":3}]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.invalidations.len(), 2);
+        assert!(c.summary().contains("invalidations=2"));
     }
 
     #[test]
@@ -313,6 +381,8 @@ mod tests {
             r#"{"disabled_rules":"a"}"#,
             r#"{"disabled_rules":[""]}"#,
             r#"{"request_log":"some"}"#,
+            r#"{"invalidations":[{"claim":"route=acme"}]}"#,
+            r#"{"invalidations":{"at_ms":1,"claim":"route=acme"}}"#,
             "[]",
             "not json",
             "",
@@ -321,6 +391,13 @@ mod tests {
         }
         let huge = format!(r#"{{"note":"{}"}}"#, "x".repeat(MAX_DOCUMENT_BYTES));
         assert!(Control::parse(&huge).unwrap_err().contains("limit"));
+        let many = format!(
+            r#"{{"invalidations":[{}]}}"#,
+            vec![r#"{"at_ms":1,"cell":2}"#; MAX_INVALIDATIONS + 1].join(",")
+        );
+        assert!(Control::parse(&many)
+            .unwrap_err()
+            .contains("over the limit of 1000"));
     }
 
     #[test]
@@ -351,7 +428,7 @@ mod tests {
         s.finish_read(ReadOutcome::Failed("KV down".into()), 1_500);
         assert!(!s.must_wait(1_500) && !s.is_known());
         s.begin_read(31_500);
-        let a = s.finish_read(ReadOutcome::Absent, 31_510);
+        let a = s.finish_read(ReadOutcome::Text("{}".into()), 31_510);
         assert!(s.is_known() && a.changed && !a.purged, "{a:?}");
     }
 
@@ -380,12 +457,57 @@ mod tests {
         let a = s.finish_read(ReadOutcome::Text(r#"{"mode":"off"}"#.into()), 2_000);
         assert!(a.problem.unwrap().contains("keeping the last known"));
         assert_eq!(s.current(), &kept);
-        // Deleting the key is the way back to normal; it moves the
-        // generation back too, which is a purge like any move.
+        // A missing key is not "back to normal": the last known document
+        // (and its generation) stays.
         s.begin_read(3_000);
         let a = s.finish_read(ReadOutcome::Absent, 3_000);
-        assert!(a.changed && a.purged);
+        assert!(!a.changed && !a.purged, "{a:?}");
+        assert!(a
+            .warning
+            .unwrap()
+            .contains("keeping the last known document"));
+        assert_eq!(s.current(), &kept);
+        assert!(s.is_known());
+    }
+
+    #[test]
+    fn the_generation_never_goes_down() {
+        let mut s = ControlState::new(1_000);
+        s.begin_read(0);
+        let a = s.finish_read(ReadOutcome::Text(r#"{"purge_generation":3}"#.into()), 0);
+        assert!(a.purged && a.warning.is_none());
+        s.begin_read(1_000);
+        let a = s.finish_read(
+            ReadOutcome::Text(r#"{"purge_generation":1,"mode":"passthrough"}"#.into()),
+            1_000,
+        );
+        assert!(a.changed && !a.purged, "{a:?}");
+        assert!(a.warning.unwrap().contains("from 3 to 1: ignored"));
+        assert_eq!(s.current().purge_generation, 3);
+        assert_eq!(s.current().mode, Mode::Passthrough, "the rest applies");
+        // `{}` (generation 0) after a purge: the generation stays too.
+        s.begin_read(2_000);
+        let a = s.finish_read(ReadOutcome::Text("{}".into()), 2_000);
+        assert!(a.changed && !a.purged && a.warning.is_some());
+        assert_eq!(s.current().purge_generation, 3);
+        s.begin_read(3_000);
+        let a = s.finish_read(ReadOutcome::Text(r#"{"purge_generation":4}"#.into()), 3_000);
+        assert!(a.purged && a.warning.is_none());
+    }
+
+    #[test]
+    fn a_new_isolate_without_the_key_does_not_use_the_shared_cache() {
+        let mut s = ControlState::new(1_000);
+        s.begin_read(0);
+        let a = s.finish_read(ReadOutcome::Absent, 5);
+        assert!(!s.must_wait(5), "it routes");
+        assert!(!s.is_known(), "but without the shared cache");
+        assert!(!a.changed && a.problem.is_none());
+        assert!(a.warning.unwrap().contains("without the shared cache"));
         assert_eq!(s.current(), &Control::default());
+        s.begin_read(1_000);
+        let a = s.finish_read(ReadOutcome::Text("{}".into()), 1_000);
+        assert!(s.is_known() && a.changed);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use router_core::control::{Control, CONTROL_KEY};
+use router_core::resolve::invalidate::{parse_claim, Invalidation, Subject};
 use serde_json::{Map, Value};
 
 use crate::cli::{Failure, Outcome};
@@ -15,7 +16,8 @@ const ABOUT: &str = "\
 The router reads one JSON document, key \"control\" in the KV namespace
 bound as ROUTER_CONTROL, at most every GITLAB_CONTROL_REFRESH_SECONDS (30)
 per isolate: a change takes effect everywhere within that time, no deploy.
-Rule ids are checked against the rulesets in rules/.
+Rule ids are checked against the rulesets in rules/. The purge generation
+never goes down: put and set refuse a lower one than the stored document's.
 
 exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
 
@@ -41,6 +43,31 @@ pub enum Command {
         #[command(flatten)]
         options: Options,
     },
+    /// Make the cached answers to some claims, tags or cells unusable
+    /// (targeted invalidation), instead of every answer (purge)
+    #[command(after_long_help = INVALIDATE)]
+    Invalidate {
+        /// A claim, key=value with the service's camelCase key, e.g.
+        /// route=acme (also every route under it), organizationPath=acme-org,
+        /// projectId=200; repeatable
+        #[arg(long, value_name = "KEY=VALUE")]
+        claim: Vec<String>,
+        /// A Cache-Tag value as the service sends it (or the router's own,
+        /// e.g. router-cell-<address>); repeatable
+        #[arg(long, value_name = "TAG")]
+        tag: Vec<String>,
+        /// Every answer naming this cell (GITLAB_CELLS id); repeatable
+        #[arg(long, value_name = "ID")]
+        cell: Vec<u64>,
+        /// Drop invalidations older than this from the document: the
+        /// deployment's GITLAB_CACHE_MAX_TTL_SECONDS plus
+        /// GITLAB_CACHE_STALE_IF_ERROR_SECONDS, past which no answer asked
+        /// for before them can be used
+        #[arg(long, value_name = "SECS", default_value_t = DEFAULT_KEEP_SECS)]
+        keep_secs: u64,
+        #[command(flatten)]
+        options: Options,
+    },
     /// Validate the document in FILE (no --env needed)
     Check {
         /// The document (- for stdin)
@@ -61,19 +88,40 @@ CHANGE:
   request_log=VALUE       all | errors | sample:SHARE overrides
                           GITLAB_REQUEST_LOG; request_log=default removes it
   note=TEXT               who and why (logged by every isolate applying it)
-  reset                   the empty document (normal routing)
+  reset                   normal routing: every field dropped but
+                          purge_generation and invalidations (dropping
+                          them would make purged answers usable again)
 
 exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
+
+const INVALIDATE: &str = "\
+Each invalidation is written with the time it is made (at_ms): answers the
+service gave before it, in memory or in the Cache API, are asked again by
+the first request that needs them; answers given after it (the new ones)
+and every other key are untouched. Make the move first, then invalidate.
+
+  rulesctl control invalidate --env production --claim route=acme --claim organizationPath=acme-org --dry-run
+  rulesctl control invalidate --env production --cell 2
+
+exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
+
+/// The default of `invalidate --keep-secs`: the router's default longest
+/// TTL (3,600 s) plus its default stale window (600 s).
+pub const DEFAULT_KEEP_SECS: u64 = 4_200;
 
 /// What every verb takes (check uses only --rules-dir).
 #[derive(clap::Args)]
 pub struct Options {
-    /// set, put: print the document and the wrangler command, write nothing
+    /// set, put, invalidate: print the document and the wrangler command,
+    /// write nothing
     #[arg(long)]
     dry_run: bool,
     #[command(flatten)]
     rules_dir: DirArg,
-    #[command(flatten, next_help_heading = "Wrangler options (show, set, put)")]
+    #[command(
+        flatten,
+        next_help_heading = "Wrangler options (show, set, put, invalidate)"
+    )]
     kv: Kv,
 }
 
@@ -169,12 +217,16 @@ fn apply(doc: &mut Map<String, Value>, changes: &[Change]) {
                 doc.insert("note".into(), Value::String(n.clone()));
             }
             Change::Reset => {
-                // The generation is kept: lowering it would make entries
-                // of an older generation readable again.
+                // The generation and the invalidations are kept: lowering
+                // or dropping them would make purged answers readable again.
                 let generation = doc.get("purge_generation").cloned();
+                let invalidations = doc.get("invalidations").cloned();
                 doc.clear();
                 if let Some(g) = generation {
                     doc.insert("purge_generation".into(), g);
+                }
+                if let Some(list) = invalidations {
+                    doc.insert("invalidations".into(), list);
                 }
             }
         }
@@ -313,6 +365,7 @@ pub fn run(command: Command) -> Outcome<i32> {
         Command::Show(options) => ("show", options),
         Command::Set { options, .. } => ("set", options),
         Command::Put { options, .. } => ("put", options),
+        Command::Invalidate { options, .. } => ("invalidate", options),
         Command::Check { options, .. } => ("check", options),
     };
     let rules_dir = options.rules_dir.dir();
@@ -334,10 +387,51 @@ pub fn run(command: Command) -> Outcome<i32> {
         persist_to: kv.persist_to.clone(),
         config: kv.config.clone(),
     };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    // What invalidate adds, checked before wrangler is asked anything.
+    let added = match &command {
+        Command::Invalidate {
+            claim, tag, cell, ..
+        } => invalidations_of(claim, tag, cell, now_ms)?,
+        _ => Vec::new(),
+    };
+    let current = match &command {
+        Command::Show(_) => return show(&wrangler),
+        _ => wrangler.get()?,
+    };
     let text = match &command {
-        Command::Put { file, .. } => read_file(file)?,
+        Command::Put { file, .. } => {
+            let text = read_file(file)?;
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(mut doc)) => {
+                    let kept = carry_invalidations(current.as_deref(), &mut doc, now_ms);
+                    if kept > 0 {
+                        out::line(&format!(
+                            "kept {kept} invalidation(s) of the stored document that {file} leaves out (they end by themselves after --keep-secs of invalidate)"
+                        ));
+                    }
+                    Value::Object(doc).to_string()
+                }
+                // Invalid: validate says why.
+                _ => text,
+            }
+        }
+        Command::Invalidate { keep_secs, .. } => {
+            let mut doc = match current.as_deref().map(serde_json::from_str::<Value>) {
+                Some(Ok(Value::Object(map))) => map,
+                _ => Map::new(),
+            };
+            let pruned = add_invalidations(&mut doc, &added, now_ms, *keep_secs);
+            out::line(&format!(
+                "adding {} invalidation(s) at {now_ms} ms ({}); dropping {pruned} older than {keep_secs} s",
+                added.len(),
+                added.iter().map(Invalidation::describe).collect::<Vec<_>>().join(", ")
+            ));
+            Value::Object(doc).to_string()
+        }
         Command::Set { changes, .. } => {
-            let current = wrangler.get()?;
             let mut doc = match current.as_deref().map(serde_json::from_str::<Value>) {
                 Some(Ok(Value::Object(map))) => map,
                 // None, or an invalid stored document: replaced from
@@ -347,10 +441,11 @@ pub fn run(command: Command) -> Outcome<i32> {
             apply(&mut doc, changes);
             Value::Object(doc).to_string()
         }
-        // show (check has returned above)
-        _ => return show(&wrangler),
+        // show and check have returned above
+        _ => unreachable!("show and check return earlier"),
     };
     let control = validate(&text, &rules_dir)?;
+    check_generation(current.as_deref(), &control)?;
     let put = wrangler.put_args(text.trim());
     out::line(&pretty(&text));
     if options.dry_run {
@@ -370,6 +465,139 @@ pub fn run(command: Command) -> Outcome<i32> {
         control.summary()
     ));
     Ok(0)
+}
+
+/// The invalidations `--claim`, `--tag` and `--cell` name, made at `now_ms`.
+fn invalidations_of(
+    claims: &[String],
+    tags: &[String],
+    cells: &[u64],
+    now_ms: u64,
+) -> Outcome<Vec<Invalidation>> {
+    let mut added = Vec::new();
+    for c in claims {
+        let subject = parse_claim(c).map_err(Failure::usage)?;
+        added.push(Invalidation {
+            at_ms: now_ms,
+            subject,
+        });
+    }
+    for t in tags {
+        if t.is_empty() {
+            return Err(Failure::usage("control invalidate: --tag is empty"));
+        }
+        added.push(Invalidation {
+            at_ms: now_ms,
+            subject: Subject::Tag(t.clone()),
+        });
+    }
+    for id in cells {
+        added.push(Invalidation {
+            at_ms: now_ms,
+            subject: Subject::Cell(*id),
+        });
+    }
+    if added.is_empty() {
+        return Err(Failure::usage(
+            "control invalidate: name at least one --claim, --tag or --cell",
+        ));
+    }
+    Ok(added)
+}
+
+/// Appends `added` to the document's `invalidations` (one per subject:
+/// a subject already listed gets the new time), dropping those older than
+/// `keep_secs` at `now_ms`; returns how many were dropped.
+fn add_invalidations(
+    doc: &mut Map<String, Value>,
+    added: &[Invalidation],
+    now_ms: u64,
+    keep_secs: u64,
+) -> usize {
+    let existing: Vec<Value> = doc
+        .get("invalidations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut values: Vec<Value> = Vec::new();
+    let mut pruned = 0;
+    for value in existing {
+        match Invalidation::from_value(&value) {
+            // An entry the router cannot read is kept for validate to
+            // report.
+            Err(_) => values.push(value),
+            Ok(inv) if inv.at_ms.saturating_add(keep_secs * 1000) <= now_ms => pruned += 1,
+            Ok(inv) if added.iter().any(|a| a.subject == inv.subject) => {}
+            Ok(_) => values.push(value),
+        }
+    }
+    values.extend(added.iter().map(Invalidation::to_value));
+    doc.insert("invalidations".into(), Value::Array(values));
+    pruned
+}
+
+/// Carries the stored document's invalidations that `doc` leaves out (and
+/// that are younger than [`DEFAULT_KEEP_SECS`]) into `doc`; returns how
+/// many. Dropping one would make the answers it invalidated usable again
+/// in isolates that start later.
+fn carry_invalidations(current: Option<&str>, doc: &mut Map<String, Value>, now_ms: u64) -> usize {
+    let Some(Ok(Value::Object(stored))) = current.map(serde_json::from_str::<Value>) else {
+        return 0;
+    };
+    let stored: Vec<Invalidation> = stored
+        .get("invalidations")
+        .and_then(Value::as_array)
+        .map(|l| {
+            l.iter()
+                .filter_map(|v| Invalidation::from_value(v).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut list: Vec<Value> = doc
+        .get("invalidations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let present: Vec<Invalidation> = list
+        .iter()
+        .filter_map(|v| Invalidation::from_value(v).ok())
+        .collect();
+    let mut kept = 0;
+    for inv in stored {
+        let young = inv.at_ms.saturating_add(DEFAULT_KEEP_SECS * 1000) > now_ms;
+        if young
+            && !present
+                .iter()
+                .any(|p| p.subject == inv.subject && p.at_ms >= inv.at_ms)
+        {
+            list.push(inv.to_value());
+            kept += 1;
+        }
+    }
+    if kept > 0 {
+        doc.insert("invalidations".into(), Value::Array(list));
+    }
+    kept
+}
+
+/// The purge generation of the stored document `current`, if it has one
+/// that can be read.
+fn stored_generation(current: Option<&str>) -> Option<u64> {
+    let value: Value = serde_json::from_str(current?).ok()?;
+    value.get("purge_generation")?.as_u64()
+}
+
+/// Refuses a document whose `purge_generation` is lower than the stored
+/// one's: lowering it would make answers a purge made unusable readable
+/// again (isolates ignore a lower one, but new isolates would start from it).
+fn check_generation(current: Option<&str>, next: &Control) -> Outcome<()> {
+    match stored_generation(current) {
+        Some(stored) if next.purge_generation < stored => Err(Failure::data(format!(
+            "purge_generation {} is lower than the stored document's {stored}: refused (the generation never goes down; lowering it would make purged answers readable again). Keep \"purge_generation\": {stored} or raise it",
+            next.purge_generation
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn show(wrangler: &Wrangler) -> Outcome<i32> {
@@ -439,6 +667,67 @@ mod tests {
             applied(r#"{"request_log":"all"}"#, &["request_log=default"]),
             "{}"
         );
+    }
+
+    #[test]
+    fn a_lower_generation_is_refused() {
+        let doc = |text: &str| Control::parse(text).unwrap();
+        let stored = Some(r#"{"purge_generation":3,"mode":"passthrough"}"#);
+        let refused = check_generation(stored, &doc("{}")).unwrap_err();
+        assert!(
+            format!("{refused:?}").contains("lower than the stored document's 3"),
+            "{refused:?}"
+        );
+        assert!(check_generation(stored, &doc(r#"{"purge_generation":2}"#)).is_err());
+        assert!(check_generation(stored, &doc(r#"{"purge_generation":3}"#)).is_ok());
+        assert!(check_generation(stored, &doc(r#"{"purge_generation":4}"#)).is_ok());
+        assert!(
+            check_generation(None, &doc("{}")).is_ok(),
+            "no stored document"
+        );
+        assert!(check_generation(Some("{}"), &doc("{}")).is_ok());
+        // What `set` writes never lowers it: reset and every change keep it.
+        assert_eq!(
+            applied(r#"{"purge_generation":3}"#, &["reset", "mode=normal"]),
+            r#"{"mode":"normal","purge_generation":3}"#
+        );
+    }
+
+    #[test]
+    fn invalidations_are_added_once_per_subject_and_expire_from_the_document() {
+        let mut doc: Map<String, Value> = serde_json::from_str(
+            r#"{"purge_generation":2,"invalidations":[{"at_ms":1000,"claim":"route=old"},{"at_ms":9000000,"claim":"route=acme"},{"at_ms":9000000,"cell":3}]}"#,
+        )
+        .unwrap();
+        let now = 10_000_000;
+        let added = [
+            Invalidation {
+                at_ms: now,
+                subject: parse_claim("route=acme").unwrap(),
+            },
+            Invalidation {
+                at_ms: now,
+                subject: Subject::Tag("org-acme".into()),
+            },
+        ];
+        assert_eq!(
+            add_invalidations(&mut doc, &added, now, 4_200),
+            1,
+            "route=old"
+        );
+        assert_eq!(
+            Value::Object(doc.clone()).to_string(),
+            r#"{"invalidations":[{"at_ms":9000000,"cell":3},{"at_ms":10000000,"claim":"route=acme"},{"at_ms":10000000,"tag":"org-acme"}],"purge_generation":2}"#
+        );
+        let control = Control::parse(&Value::Object(doc.clone()).to_string()).unwrap();
+        assert_eq!(control.invalidations.len(), 3);
+        // reset keeps them (and the generation).
+        let text = Value::Object(doc).to_string();
+        assert!(applied(&text, &["reset"]).contains(r#""tag":"org-acme""#));
+        // put of a document without them carries the young ones over.
+        let mut put: Map<String, Value> = serde_json::from_str(r#"{"mode":"normal"}"#).unwrap();
+        assert_eq!(carry_invalidations(Some(&text), &mut put, now), 3);
+        assert_eq!(put["invalidations"].as_array().unwrap().len(), 3);
     }
 
     #[test]

@@ -814,6 +814,26 @@ fn usage_errors_exit_2() {
             "invalid value 'mode' for '<CHANGE>...': not a change",
         ),
         (&["control", "check"], "<FILE>"),
+        // Checked before wrangler is asked anything.
+        (
+            &["control", "invalidate", "--env", "dev"],
+            "name at least one --claim, --tag or --cell",
+        ),
+        (
+            &[
+                "control",
+                "invalidate",
+                "--env",
+                "dev",
+                "--claim",
+                "colour=red",
+            ],
+            "\"colour\" is no claim key",
+        ),
+        (
+            &["control", "invalidate", "--env", "dev", "--cell", "two"],
+            "invalid value 'two' for '--cell <ID>'",
+        ),
         (
             &["validate", "--strict=yes"],
             "unexpected value 'yes' for '--strict'",

@@ -434,6 +434,116 @@ impl Directory {
 }
 
 /// `organizationPath` → `classify-claim-organization-path`.
+impl Directory {
+    /// Moves claims to the cell `to` (the admin API's `POST /_move`, as the
+    /// Organization Mover flips an organization's claims): `{"to": 3,
+    /// "routes": [..], "organization_paths": [..], "organization_ids": [..],
+    /// "project_ids": [..], "namespace_ids": [..]}`. Each value is taken
+    /// from whichever cell holds it and given to `to`. All or nothing.
+    pub fn move_claims(&mut self, patch: &Value) -> Result<Value, String> {
+        let Value::Object(fields) = patch else {
+            return Err("move: expected a JSON object".into());
+        };
+        const LISTS: [&str; 5] = [
+            "routes",
+            "organization_paths",
+            "organization_ids",
+            "project_ids",
+            "namespace_ids",
+        ];
+        if let Some(unknown) = fields
+            .keys()
+            .find(|k| *k != "to" && !LISTS.contains(&k.as_str()))
+        {
+            return Err(format!("move: unknown field {unknown:?}"));
+        }
+        let to_id = fields
+            .get("to")
+            .and_then(Value::as_u64)
+            .ok_or("move: \"to\" must be a cell id")?;
+        let to = self
+            .cells
+            .iter()
+            .position(|c| c.id == to_id)
+            .ok_or_else(|| format!("move: no cell {to_id}"))?;
+        let texts = |name: &str| -> Result<Vec<String>, String> {
+            match fields.get(name) {
+                None => Ok(Vec::new()),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| format!("move: {name}: {v} is not a string"))
+                    })
+                    .collect(),
+                Some(other) => Err(format!("move: {name}: {other} is not a list")),
+            }
+        };
+        let ids = |name: &str| -> Result<Vec<u64>, String> {
+            match fields.get(name) {
+                None => Ok(Vec::new()),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|v| {
+                        v.as_u64()
+                            .ok_or_else(|| format!("move: {name}: {v} is not an id"))
+                    })
+                    .collect(),
+                Some(other) => Err(format!("move: {name}: {other} is not a list")),
+            }
+        };
+        let routes: Vec<String> = texts("routes")?
+            .iter()
+            .map(|r| normalize_route(r))
+            .collect();
+        let org_paths: Vec<String> = texts("organization_paths")?
+            .iter()
+            .map(|p| p.to_lowercase())
+            .collect();
+        let (org_ids, project_ids, namespace_ids) = (
+            ids("organization_ids")?,
+            ids("project_ids")?,
+            ids("namespace_ids")?,
+        );
+        for (i, cell) in self.cells.iter_mut().enumerate() {
+            let here = i == to;
+            for r in &routes {
+                cell.routes.retain(|e| e != r);
+                if here {
+                    cell.routes.push(r.clone());
+                }
+            }
+            for p in &org_paths {
+                cell.organization_paths.remove(p);
+                if here {
+                    cell.organization_paths.insert(p.clone());
+                }
+            }
+            for (set, list) in [
+                (&mut cell.organization_ids, &org_ids),
+                (&mut cell.project_ids, &project_ids),
+                (&mut cell.namespace_ids, &namespace_ids),
+            ] {
+                for id in list {
+                    set.remove(id);
+                    if here {
+                        set.insert(*id);
+                    }
+                }
+            }
+        }
+        Ok(serde_json::json!({
+            "to": to_id,
+            "routes": routes,
+            "organization_paths": org_paths,
+            "organization_ids": org_ids,
+            "project_ids": project_ids,
+            "namespace_ids": namespace_ids,
+        }))
+    }
+}
+
 fn claim_tag(key: &str) -> String {
     let mut out = String::from("classify-claim-");
     for ch in key.chars() {
@@ -641,6 +751,26 @@ mod tests {
         assert!(d.classify(&json!({"claims": [{"userId": "x"}]})).is_err());
         assert!(d.classify(&json!({"claims": [{"groupId": "1"}]})).is_err());
         assert!(d.classify(&json!({"claims": [{"email": 1}]})).is_err());
+    }
+
+    #[test]
+    fn claims_move_between_cells() {
+        let mut d = dir();
+        let route = json!({"claims": [{"route": "cell2-group/app"}]});
+        assert_eq!(cell_of(d.classify(&route).unwrap()), Some(2));
+        d.move_claims(&json!({"to": 3, "routes": ["cell2-group"], "project_ids": [200]}))
+            .unwrap();
+        assert_eq!(cell_of(d.classify(&route).unwrap()), Some(3));
+        let project = json!({"claims": [{"projectId": 200}]});
+        assert_eq!(cell_of(d.classify(&project).unwrap()), Some(3));
+        for bad in [
+            json!({"to": 9, "routes": ["x"]}),
+            json!({"routes": ["x"]}),
+            json!({"to": 3, "colour": ["x"]}),
+            json!({"to": 3, "project_ids": ["x"]}),
+        ] {
+            assert!(d.move_claims(&bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -23,7 +23,8 @@ use crate::http::{header_str, headers_json, json_response, serve_connection, Bod
 const MAX_BODY: usize = 1 << 20;
 
 pub struct Topology {
-    dir: Directory,
+    /// Changed by `POST /_move`.
+    dir: Mutex<Directory>,
     section: TopologySection,
     faults: Mutex<FaultState>,
     stats: Mutex<Stats>,
@@ -72,7 +73,7 @@ pub async fn start(
     let (refuse_tx, refuse_rx) = watch::channel(faults.refuse_connections);
     let (bound_tx, _) = watch::channel(true);
     let topo = Arc::new(Topology {
-        dir,
+        dir: Mutex::new(dir),
         section,
         faults: Mutex::new(FaultState { faults, rng: seed }),
         stats: Mutex::new(Stats::default()),
@@ -203,7 +204,7 @@ async fn handle(topo: Arc<Topology>, req: Request<Incoming>, admin: bool) -> Res
     let known = |p: &str| -> bool {
         matches!(
             p,
-            "/_stats" | "/_stats/reset" | "/_faults" | "/_faults/reset" | "/healthz"
+            "/_stats" | "/_stats/reset" | "/_faults" | "/_faults/reset" | "/_move" | "/healthz"
         ) || (!admin && p == "/v1/classify")
     };
     match (method.clone(), path.as_str()) {
@@ -216,6 +217,24 @@ async fn handle(topo: Arc<Topology>, req: Request<Incoming>, admin: bool) -> Res
         (Method::POST, "/_stats/reset") => {
             *topo.stats.lock().unwrap() = Stats::default();
             json_response(StatusCode::OK, &Stats::default().to_json())
+        }
+        (Method::POST, "/_move") => {
+            let bytes = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+                Ok(c) => c.to_bytes(),
+                Err(e) => return error_response(400, &format!("cannot read body: {e}")),
+            };
+            let patch = match serde_json::from_slice::<Value>(&bytes) {
+                Ok(v) => v,
+                Err(e) => return error_response(400, &format!("move: invalid JSON: {e}")),
+            };
+            let moved = topo.dir.lock().unwrap().move_claims(&patch);
+            match moved {
+                Ok(moved) => {
+                    eprintln!("topology: moved {moved}");
+                    json_response(StatusCode::OK, &moved)
+                }
+                Err(e) => error_response(400, &e),
+            }
         }
         (Method::GET, "/_faults") => {
             let f = topo.faults.lock().unwrap().faults.clone();
@@ -367,7 +386,8 @@ impl Topology {
             Ok(v) => v,
             Err(e) => return error_response(400, &format!("invalid JSON body: {e}")),
         };
-        let answer = match self.dir.classify(&body) {
+        let dir = self.dir.lock().unwrap();
+        let answer = match dir.classify(&body) {
             Ok(a) => a,
             Err(msg) => return error_response(400, &msg),
         };
@@ -385,7 +405,7 @@ impl Topology {
                 matched,
                 type_tag,
             } => {
-                let cell = &self.dir.cells[cell];
+                let cell = &dir.cells[cell];
                 let mut proxy = Map::new();
                 proxy.insert("address".into(), Value::String(cell.address.clone()));
                 if let Some(r) = &cell.registry_address {

@@ -410,10 +410,19 @@ fn target_of<'r, P: Platform>(
                 Ok(None)
             }
         },
-        Some(Classification::NotFound) => {
-            log.chosen_by = Some("legacy");
-            Ok(None)
-        }
+        // A 404 for a `CELL_ID` / `SESSION_PREFIX` key that names a listed
+        // cell contradicts the list: the list's answer (the resolver keeps
+        // such a 404 for a second only, and says so in a warn line).
+        Some(Classification::NotFound) => match static_target(&router.settings, question, log) {
+            Some(address) => {
+                log.add_error("the Topology Service answered 404 for a cell GITLAB_CELLS lists; routed by the list");
+                address.map(Some)
+            }
+            None => {
+                log.chosen_by = Some("legacy");
+                Ok(None)
+            }
+        },
         Some(c) => {
             log.chosen_by = Some(match res.level {
                 CacheLevel::Memory | CacheLevel::CacheApi => "cache",

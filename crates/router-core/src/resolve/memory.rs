@@ -20,6 +20,13 @@ pub(super) struct MemoryEntry {
     expires_at_ms: u64,
     stale_until_ms: u64,
     referenced: bool,
+    /// What targeted invalidation matches ([`super::invalidate`]): when
+    /// the service was asked, the answer's tags, and its claim
+    /// ([`crate::question::CLAIM_TYPES`] index and value) if it answers one.
+    pub(super) asked_at_ms: u64,
+    /// The tags joined by `,` (one allocation, not one per tag).
+    pub(super) tags: Box<str>,
+    pub(super) claim: Option<(usize, Box<str>)>,
 }
 
 impl MemoryCache {
@@ -55,8 +62,31 @@ impl MemoryCache {
         Some((entry, fresh))
     }
 
-    pub(super) fn insert(&mut self, key: String, answer: &CachedAnswer, stale_secs: u32) {
+    /// Forgets the entries `drop` names (targeted invalidation, once per
+    /// control read); returns how many.
+    pub(super) fn drop_where(&mut self, mut drop: impl FnMut(&MemoryEntry) -> bool) -> usize {
+        let before = self.map.len();
+        self.map.retain(|_, entry| !drop(entry));
+        let dropped = before - self.map.len();
+        if dropped > 0 {
+            let map = &self.map;
+            self.order.retain(|key| map.contains_key(key));
+        }
+        dropped
+    }
+
+    /// Keeps `answer` under `key`; `claim`: the claim it answers, if any.
+    pub(super) fn insert(
+        &mut self,
+        key: String,
+        answer: &CachedAnswer,
+        stale_secs: u32,
+        claim: Option<(usize, &str)>,
+    ) {
         let entry = MemoryEntry {
+            asked_at_ms: answer.asked_at_ms,
+            tags: answer.tags.join(",").into(),
+            claim: claim.map(|(i, v)| (i, v.into())),
             classification: answer.classification.clone(),
             expires_at_ms: answer.expires_at_ms,
             stale_until_ms: answer
@@ -103,6 +133,7 @@ mod tests {
             classification: Classification::NotFound,
             expires_at_ms,
             tags: Vec::new(),
+            asked_at_ms: 0,
         };
         for round in 0..50u64 {
             let now = round * 100_000;
@@ -110,9 +141,14 @@ mod tests {
                 cache.get("cell-2", now).is_none(),
                 "expired in round {round}"
             );
-            cache.insert("cell-2".into(), &answer(now + 1_000), 1);
+            cache.insert("cell-2".into(), &answer(now + 1_000), 1, None);
             assert!(matches!(cache.get("cell-2", now), Some((_, true))));
         }
+        assert_eq!((cache.map.len(), cache.order.len()), (1, 1));
+        // Dropped and asked again: still once.
+        assert_eq!(cache.drop_where(|_| true), 1);
+        assert_eq!((cache.map.len(), cache.order.len()), (0, 0));
+        cache.insert("cell-2".into(), &answer(1_000), 1, None);
         assert_eq!((cache.map.len(), cache.order.len()), (1, 1));
     }
 }

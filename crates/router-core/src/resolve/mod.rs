@@ -24,6 +24,7 @@
 
 pub mod cells;
 pub mod guard;
+pub mod invalidate;
 pub mod learn;
 mod memory;
 pub mod topology;
@@ -37,8 +38,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::RouterError;
 use crate::log::CacheLevel;
 pub use crate::platform::Platform;
-use crate::question::{ClassifyKind, ClassifyRequest};
+use crate::question::{ClassifyKind, ClassifyRequest, CLAIM_TYPES};
+use crate::resolve::cells::CellList;
 use crate::resolve::guard::{GuardPolicy, Refusal, ServiceGuard};
+use crate::resolve::invalidate::{Index, Invalidation};
 use crate::resolve::topology::{cache_tags, parse_answer, CachePolicy, Classification};
 use crate::trace::Trace;
 use learn::Scope;
@@ -100,6 +103,12 @@ pub struct CachedAnswer {
     /// Milliseconds since the Unix epoch.
     pub expires_at_ms: u64,
     pub tags: Vec<String>,
+    /// When the service was asked for it (ms since the epoch; the answer
+    /// is no older). Targeted invalidation compares it with an
+    /// invalidation's time; 0 (entries written before it was stored) is
+    /// older than every invalidation.
+    #[serde(default)]
+    pub asked_at_ms: u64,
 }
 
 /// The shared (level 2) cache: the Cache API on the edge.
@@ -222,7 +231,18 @@ pub struct Resolver<T, C, P> {
     /// Whether the shared cache is read and written: not while the purge
     /// generation is unknown ([`Resolver::set_shared_usable`]).
     shared_usable: std::cell::Cell<bool>,
+    /// `GITLAB_CELLS`: a by-cell invalidation's addresses, and the cells a
+    /// `SESSION_PREFIX` / `CELL_ID` 404 contradicts.
+    cells: CellList,
+    /// The targeted invalidations in force ([`Resolver::invalidate`]).
+    invalidations: RefCell<Index>,
 }
+
+/// How long a 404 is kept for a `SESSION_PREFIX` or `CELL_ID` key that
+/// names a cell of `GITLAB_CELLS` (in memory only; the edge routes such a
+/// key by the list meanwhile): the service contradicts the list, so it is
+/// asked again soon instead of after the negative TTL.
+pub const CONTRADICTED_NOT_FOUND_TTL_SECS: u32 = 1;
 
 impl<T, C, P> Resolver<T, C, P>
 where
@@ -252,7 +272,56 @@ where
             inflight: RefCell::new(HashMap::new()),
             generation: std::cell::Cell::new(0),
             shared_usable: std::cell::Cell::new(true),
+            cells: CellList::default(),
+            invalidations: RefCell::new(Index::default()),
         }
+    }
+
+    /// The cell list (`GITLAB_CELLS`) the resolver knows of.
+    pub fn with_cells(mut self, cells: CellList) -> Self {
+        self.cells = cells;
+        self
+    }
+
+    /// Applies the control document's targeted invalidations (once per
+    /// control read, not per request): merges `list` with those already in
+    /// force (one left out of a later document stays until its horizon),
+    /// drops the memory entries they match that were asked for before
+    /// them, and from now on treats such shared entries as misses. Returns
+    /// the invalidations in force and the memory entries dropped.
+    pub fn invalidate(&self, list: &[Invalidation]) -> (usize, usize) {
+        let now = self.platform.now_ms();
+        let horizon = invalidate::horizon_ms(&self.cache);
+        let index = self
+            .invalidations
+            .borrow()
+            .rebuild(list, &self.cells, now, horizon);
+        let dropped = if index.is_empty() {
+            0
+        } else {
+            self.memory.borrow_mut().drop_where(|e| {
+                let claim = e.claim.as_ref().map(|(i, v)| (*i, &**v));
+                index
+                    .invalidated_at(claim, e.tags.split(','), &e.classification)
+                    .is_some_and(|at| e.asked_at_ms < at)
+            })
+        };
+        let in_force = index.in_force().len();
+        *self.invalidations.borrow_mut() = index;
+        (in_force, dropped)
+    }
+
+    /// Whether an answer asked for at `asked_at` to `request` (or to the
+    /// learned prefix it was found under: no claim) is invalidated.
+    fn invalidated(&self, claim: Option<(usize, &str)>, answer: &CachedAnswer) -> bool {
+        self.invalidations
+            .borrow()
+            .invalidated_at(
+                claim,
+                answer.tags.iter().map(String::as_str),
+                &answer.classification,
+            )
+            .is_some_and(|at| answer.asked_at_ms < at)
     }
 
     /// Stops or resumes using the shared cache: the edge stops it until the
@@ -436,11 +505,15 @@ where
                         "shared cache entry {shared_key} answers {:?}, not {entry_key:?}: ignored",
                         answer.question
                     ));
+                } else if self.invalidated(claim_of(request, entry_key, key), &answer) {
+                    // Asked for before an invalidation that matches it: a
+                    // miss, and not a stale stand-in either.
                 } else if answer.expires_at_ms > now {
                     self.memory.borrow_mut().insert(
                         entry_key.clone(),
                         &answer,
                         self.cache.stale_if_error,
+                        claim_of(request, entry_key, key),
                     );
                     return Resolution::hit(answer.classification, CacheLevel::CacheApi);
                 } else if stale.answer.is_none() {
@@ -474,10 +547,25 @@ where
         let service_ms = Some(self.platform.now_ms().saturating_sub(started));
         match result {
             Ok((classification, raw, scope)) => {
-                let ttl = self
-                    .cache
-                    .ttl(raw.cache_control.as_deref(), &classification)
-                    .filter(|_| generation == self.generation.get());
+                // A 404 for a key the cell list names contradicts the list:
+                // kept briefly, in this isolate only (the edge routes the
+                // key by the list meanwhile).
+                let contradicted = classification == Classification::NotFound
+                    && request
+                        .value
+                        .as_deref()
+                        .is_some_and(|value| self.cells.named_by(request.kind, value).is_some());
+                let ttl = if contradicted {
+                    self.platform.warn(&format!(
+                        "the topology service answered 404 for {} {:?}, a cell GITLAB_CELLS lists: routed by the list, asked again in {CONTRADICTED_NOT_FOUND_TTL_SECS} s",
+                        request.kind.name(),
+                        request.value.as_deref().unwrap_or("")
+                    ));
+                    Some(CONTRADICTED_NOT_FOUND_TTL_SECS)
+                } else {
+                    self.cache.ttl(raw.cache_control.as_deref(), &classification)
+                }
+                .filter(|_| generation == self.generation.get());
                 if let Some(ttl) = ttl {
                     // A learned prefix is kept under the prefix, for every
                     // path under it; anything else under its question.
@@ -491,11 +579,21 @@ where
                         tags: cache_tags(raw.cache_tag.as_deref(), request, &classification),
                         classification: classification.clone(),
                         expires_at_ms: self.platform.now_ms() + u64::from(ttl) * 1000,
+                        asked_at_ms: started,
                     };
-                    self.memory
-                        .borrow_mut()
-                        .insert(entry_key, &answer, self.cache.stale_if_error);
-                    if shared_usable {
+                    let claim = claim_of(request, &entry_key, key);
+                    // An invalidation applied while the call was under way
+                    // may name it: then it is answered, not cached.
+                    let cacheable = !self.invalidated(claim, &answer);
+                    if cacheable {
+                        self.memory.borrow_mut().insert(
+                            entry_key.clone(),
+                            &answer,
+                            self.cache.stale_if_error,
+                            claim,
+                        );
+                    }
+                    if shared_usable && cacheable && !contradicted {
                         self.shared.put(
                             &shared_key,
                             &answer,
@@ -633,6 +731,21 @@ fn is_callers_own(error: &RouterError) -> bool {
         error,
         RouterError::TopologyStatus(400..=499) | RouterError::LearnStatus(400..=499)
     )
+}
+
+/// The claim an entry stored under `entry_key` answers: the request's, if
+/// it asks one and the entry is its own (`key`), not a learned prefix.
+fn claim_of<'a>(
+    request: &'a ClassifyRequest,
+    entry_key: &str,
+    key: &str,
+) -> Option<(usize, &'a str)> {
+    match request.kind {
+        ClassifyKind::Claim(i) if entry_key == key && i < CLAIM_TYPES.len() => {
+            request.value.as_deref().map(|v| (i, v))
+        }
+        _ => None,
+    }
 }
 
 /// An expired shared entry read under purge `generation`, with the end of

@@ -611,6 +611,7 @@ fn a_stale_shared_entry_is_used_only_inside_the_window_and_for_its_own_question(
         }),
         expires_at_ms,
         tags: Vec::new(),
+        asked_at_ms: 0,
     };
     let mut entries = shared.entries.borrow_mut();
     // Expired 599 s ago: within the window.
@@ -851,6 +852,7 @@ fn a_shared_entry_answering_another_question_is_a_miss_and_a_warning() {
             classification: Classification::NotFound,
             expires_at_ms: platform.now.get() + 60_000,
             tags: Vec::new(),
+            asked_at_ms: 0,
         },
     );
     service.push(found("cell-2", "max-age=60"));
@@ -1027,4 +1029,212 @@ fn a_purge_drops_learned_prefixes_too() {
         .borrow()
         .keys()
         .any(|k| k.starts_with("g1/learn-web-")));
+}
+
+fn claim_q(key: &str, value: &str) -> ClassifyRequest {
+    let index = CLAIM_TYPES.iter().position(|(_, c)| *c == key).unwrap();
+    ClassifyRequest::new(ClassifyKind::Claim(index), Some(value.into()), Target::Web)
+}
+
+fn invalidation(json: &str) -> Invalidation {
+    Invalidation::from_value(&serde_json::from_str(json).unwrap()).unwrap()
+}
+
+/// Another isolate of the same colo: its own memory, the same shared cache.
+fn other_isolate(
+    shared: &Rc<FakeShared>,
+    platform: &Rc<FakePlatform>,
+) -> (TestResolver, Rc<FakeService>) {
+    let service = Rc::new(FakeService {
+        platform: platform.clone(),
+        gate: platform.gate.clone(),
+        ..Default::default()
+    });
+    let resolver = Resolver::new(
+        service.clone(),
+        shared.clone(),
+        platform.clone(),
+        CachePolicy::default(),
+        ClientPolicy::default(),
+    );
+    (resolver, service)
+}
+
+#[test]
+fn a_targeted_invalidation_asks_again_only_for_the_keys_it_names() {
+    let (resolver, service, shared, platform) = setup();
+    let acme = [
+        claim_q("route", "acme/app"),
+        claim_q("organizationPath", "acme-org"),
+    ];
+    let others = [claim_q("route", "other/app"), session("cell-3")];
+    for q in acme.iter().chain(&others) {
+        service.push(found("cell-2", "max-age=3600"));
+        run(resolver.resolve(q));
+    }
+    assert_eq!(service.calls.get(), 4);
+    // A second isolate has read nothing yet.
+    let (b, b_service) = other_isolate(&shared, &platform);
+    platform.now.set(platform.now.get() + 1_000);
+    let at = platform.now.get();
+    let list = [
+        invalidation(&format!(r#"{{"at_ms":{at},"claim":"route=acme"}}"#)),
+        invalidation(&format!(
+            r#"{{"at_ms":{at},"claim":"organizationPath=acme-org"}}"#
+        )),
+    ];
+    assert_eq!(
+        resolver.invalidate(&list),
+        (2, 2),
+        "two in force, two dropped"
+    );
+    assert_eq!(b.invalidate(&list), (2, 0));
+    platform.now.set(at + 10);
+    // The others: memory hits in a, Cache API hits in b, no call.
+    for q in &others {
+        assert_eq!(run(resolver.resolve(q)).level, CacheLevel::Memory);
+        assert_eq!(run(b.resolve(q)).level, CacheLevel::CacheApi);
+    }
+    assert_eq!((service.calls.get(), b_service.calls.get()), (4, 0));
+    // acme's: asked again (the moved answer), once per isolate at most.
+    for q in &acme {
+        service.push(found("cell-3", "max-age=3600"));
+        let r = run(resolver.resolve(q));
+        assert_eq!(
+            (r.level, address(&r)),
+            (CacheLevel::Service, Some("cell-3"))
+        );
+        // b reads the entry a just wrote (asked after the invalidation).
+        let r = run(b.resolve(q));
+        assert_eq!(
+            (r.level, address(&r)),
+            (CacheLevel::CacheApi, Some("cell-3"))
+        );
+    }
+    assert_eq!((service.calls.get(), b_service.calls.get()), (6, 0));
+    // Applying the same list again drops nothing new.
+    assert_eq!(resolver.invalidate(&list), (2, 0));
+    assert_eq!(run(resolver.resolve(&acme[0])).level, CacheLevel::Memory);
+}
+
+#[test]
+fn an_invalidated_shared_entry_is_not_a_stale_stand_in_either() {
+    let (resolver, service, shared, platform) = setup();
+    let q = claim_q("projectId", "200");
+    service.push(found("cell-2", "max-age=60"));
+    run(resolver.resolve(&q));
+    let (b, b_service) = other_isolate(&shared, &platform);
+    let at = platform.now.get() + 1;
+    b.invalidate(&[invalidation(&format!(
+        r#"{{"at_ms":{at},"claim":"projectId=200"}}"#
+    ))]);
+    platform.now.set(at + 120_000); // expired, inside the stale window
+    b_service.push(status(503));
+    b_service.push(status(503));
+    b_service.push(status(503));
+    let r = run(b.resolve(&q));
+    assert_eq!((r.level, r.classification), (CacheLevel::Fallback, None));
+}
+
+#[test]
+fn by_cell_and_by_tag() {
+    let (resolver, service, _, platform) = setup();
+    let cells = CellList::parse(
+        r#"[{"id":2,"address":"cell-2","session_prefix":"cell-2"},{"id":3,"address":"cell-3","session_prefix":"cell-3"}]"#,
+    )
+    .0;
+    let resolver = Rc::try_unwrap(resolver).ok().unwrap().with_cells(cells);
+    for (q, cell) in [
+        (claim_q("route", "a"), "cell-2"),
+        (claim_q("route", "b"), "cell-3"),
+        (claim_q("userId", "7"), "cell-2"),
+    ] {
+        service.push(found(cell, "max-age=60"));
+        run(resolver.resolve(&q));
+    }
+    let at = platform.now.get() + 1;
+    assert_eq!(
+        resolver.invalidate(&[invalidation(&format!(r#"{{"at_ms":{at},"cell":2}}"#))]),
+        (1, 2),
+        "both answers naming cell 2"
+    );
+    assert_eq!(
+        run(resolver.resolve(&claim_q("route", "b"))).level,
+        CacheLevel::Memory
+    );
+    // The service's tags (`cell-x` in these answers) name every one.
+    assert_eq!(
+        resolver.invalidate(&[invalidation(&format!(r#"{{"at_ms":{at},"tag":"cell-x"}}"#))]),
+        (2, 1)
+    );
+}
+
+#[test]
+fn an_answer_asked_for_before_an_invalidation_applied_during_the_call_is_not_cached() {
+    let (resolver, service, shared, platform) = setup();
+    let q = claim_q("route", "acme");
+    service.gate.closed.set(true);
+    let mut pool = LocalPool::new();
+    let r2 = resolver.clone();
+    let q2 = q.clone();
+    let result = Rc::new(RefCell::new(None));
+    let out = result.clone();
+    pool.spawner()
+        .spawn_local(async move {
+            *out.borrow_mut() = Some(r2.resolve(&q2).await);
+        })
+        .unwrap();
+    pool.run_until_stalled();
+    let at = platform.now.get() + 1;
+    platform.now.set(at + 1);
+    resolver.invalidate(&[invalidation(&format!(
+        r#"{{"at_ms":{at},"claim":"route=acme"}}"#
+    ))]);
+    service.push(found("cell-2", "max-age=60"));
+    service.gate.open();
+    pool.run();
+    assert_eq!(
+        address(result.borrow().as_ref().unwrap()),
+        Some("cell-2"),
+        "answered"
+    );
+    assert_eq!(resolver.memory_len(), 0, "not kept");
+    assert_eq!(shared.puts.get(), 0);
+}
+
+#[test]
+fn a_404_for_a_listed_cells_key_is_kept_one_second_in_memory_only() {
+    let (resolver, service, shared, platform) = setup();
+    let cells = CellList::parse(r#"[{"id":2,"address":"cell-2","session_prefix":"cell-2"}]"#).0;
+    let resolver = Rc::try_unwrap(resolver).ok().unwrap().with_cells(cells);
+    service.push(status(404));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(r.classification, Some(Classification::NotFound));
+    assert!(
+        platform.warnings.borrow()[0].contains("GITLAB_CELLS lists"),
+        "{:?}",
+        platform.warnings.borrow()
+    );
+    assert_eq!(shared.puts.get(), 0, "not shared");
+    assert_eq!(
+        run(resolver.resolve(&session("cell-2"))).level,
+        CacheLevel::Memory
+    );
+    platform.now.set(platform.now.get() + 1_000);
+    service.push(found("cell-2", "max-age=60"));
+    let r = run(resolver.resolve(&session("cell-2")));
+    assert_eq!(
+        (r.level, address(&r)),
+        (CacheLevel::Service, Some("cell-2")),
+        "asked again after 1 s"
+    );
+    // A key the list does not name keeps the negative TTL (30 s).
+    service.push(status(404));
+    run(resolver.resolve(&session("cell-9")));
+    platform.now.set(platform.now.get() + 29_000);
+    assert_eq!(
+        run(resolver.resolve(&session("cell-9"))).level,
+        CacheLevel::Memory
+    );
+    assert_eq!(shared.puts.get(), 2);
 }

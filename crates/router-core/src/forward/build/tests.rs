@@ -761,3 +761,65 @@ fn separator_bytes_in_client_values_never_change_the_plan() {
         assert_ne!(name.as_ref(), "tracestate");
     }
 }
+
+/// `req` routed by its rule with the service's (or a cache's) 404.
+fn not_found<'a>(iso: &'a Isolate, req: &Incoming, level: CacheLevel) -> Routed<'a> {
+    use crate::resolve::Resolution;
+    Routed {
+        decision: iso.ruleset.as_ref().unwrap().decide(&req.parts),
+        resolution: Some(Resolution {
+            classification: Some(crate::resolve::topology::Classification::NotFound),
+            level,
+            attempts: u32::from(level == CacheLevel::Service),
+            service_ms: None,
+            coalesced: false,
+            error: None,
+        }),
+        fell_through: Vec::new(),
+    }
+}
+
+#[test]
+fn a_404_for_a_listed_session_prefix_is_routed_by_the_list_and_a_path_claims_is_not() {
+    let (iso, _) = isolate_with(CELLS);
+    for level in [CacheLevel::Service, CacheLevel::Memory, CacheLevel::Stale] {
+        let cookie = format!("_gitlab_session=cell-2-{}", "0a".repeat(16));
+        let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+        let f = forward_of(plan(&iso, &req, Some(&not_found(&iso, &req, level))));
+        assert_eq!(f.url, "http://cell2.example/dashboard", "{level:?}");
+        assert!(
+            f.log.head.contains(r#""chosen_by":"static""#),
+            "{}",
+            f.log.head
+        );
+        assert!(
+            f.log
+                .tail
+                .contains("answered 404 for a cell GITLAB_CELLS lists"),
+            "{}",
+            f.log.tail
+        );
+    }
+    // A prefix no listed cell has: the 404 stands (the legacy cell).
+    let cookie = format!("_gitlab_session=cell-9-{}", "0a".repeat(16));
+    let req = incoming(&iso, "https://gitlab.com/dashboard", &[("cookie", &cookie)]);
+    let f = forward_of(plan(
+        &iso,
+        &req,
+        Some(&not_found(&iso, &req, CacheLevel::Service)),
+    ));
+    assert_eq!(f.url, "http://legacy.example:8080/dashboard");
+    // A path claim's 404: the legacy cell, as documented.
+    let req = incoming(&iso, "https://gitlab.com/cell2-group/app", &[]);
+    let f = forward_of(plan(
+        &iso,
+        &req,
+        Some(&not_found(&iso, &req, CacheLevel::Service)),
+    ));
+    assert_eq!(f.url, "http://legacy.example:8080/cell2-group/app");
+    assert!(
+        f.log.head.contains(r#""chosen_by":"legacy""#),
+        "{}",
+        f.log.head
+    );
+}
