@@ -11,6 +11,7 @@
 // to `fetch` as it is and never enters wasm.
 import * as glue from "./index_bg.js";
 import wasmModule from "./index.wasm";
+import { env as isolateEnv } from "cloudflare:workers";
 $SNIPPET_JS_IMPORTS
 
 const imports = {
@@ -451,6 +452,19 @@ function internalError(error) {
 
 /** Asked while the instance is known to work, for when it no longer does. */
 const INTERNAL_ERROR = glue.internalError("the router could not be called");
+
+// The isolate's state (settings, ruleset, cell list) is made, and the
+// routing path run once on made-up requests (`warmUp`, src/warm.rs), while
+// the isolate starts: on Cloudflare during the TLS handshake, instead of on
+// the first request's time. Nothing here is sent, cached or logged but the
+// settings' own problems. Should any of it fail, the first request makes
+// the state as before.
+try {
+  glue.routerSetup(isolateEnv);
+  glue.warmUp();
+} catch (error) {
+  if (error instanceof WebAssembly.RuntimeError) restartWasm();
+}
 
 export default {
   async fetch(request, env, ctx) {

@@ -29,6 +29,7 @@ mod ingest;
 mod io;
 mod isolate;
 mod kv;
+mod warm;
 
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
@@ -81,6 +82,17 @@ pub fn input_buffer(capacity: usize) -> usize {
 }
 
 fn isolate(env: &Env) -> Rc<Isolate> {
+    made_isolate().unwrap_or_else(|| make_isolate(env))
+}
+
+/// Makes the isolate's state: its own function, so that the calls that
+/// find it made (every `routerSetup` and `routeAsync`) do not carry its
+/// code. V8 compiles a wasm function whole on its first call, and with the
+/// state's making inlined the function was ~230 KB of machine code to
+/// compile on a fresh isolate's first request (`bench/first-request.mjs`).
+#[cold]
+#[inline(never)]
+fn make_isolate(env: &Env) -> Rc<Isolate> {
     ISOLATE.with(|cell| cell.get_or_init(|| Rc::new(Isolate::new(env))).clone())
 }
 

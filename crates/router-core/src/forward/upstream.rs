@@ -1,6 +1,8 @@
 //! Where a forwarded request goes: the cell's URL, and the allow-list of
 //! upstream hosts the router may proxy to (the SSRF guard).
 
+use std::collections::HashSet;
+
 use crate::address::validate_address;
 
 /// `scheme://address/path?query` for the cell.
@@ -23,6 +25,11 @@ pub fn upstream_url(scheme: &str, address: &str, path: &str, query: &str) -> Str
 /// An entry without a port allows the scheme's default port only.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowList {
+    /// Exact entries (`host` or `host:port`, lower case), looked up in one
+    /// step: a cell list of 1,000 cells is 1,000 of them, asked on every
+    /// forwarded request.
+    exact: HashSet<String>,
+    /// Wildcard and `:*` entries, scanned.
     entries: Vec<AllowEntry>,
 }
 
@@ -44,6 +51,7 @@ enum AllowPort {
 impl AllowList {
     /// Parses a comma- or whitespace-separated list.
     pub fn parse(spec: &str) -> Result<AllowList, String> {
+        let mut exact = HashSet::new();
         let mut entries = Vec::new();
         for raw in spec
             .split([',', ' ', '\n', '\t'])
@@ -69,24 +77,29 @@ impl AllowList {
                 }
             );
             validate_address(&check).map_err(|e| format!("allow-list entry {raw:?}: {e}"))?;
+            if !wildcard && port != AllowPort::Any {
+                exact.insert(lower);
+                continue;
+            }
             entries.push(AllowEntry {
                 host,
                 wildcard,
                 port,
             });
         }
-        Ok(AllowList { entries })
+        Ok(AllowList { exact, entries })
     }
 
     /// Adds one exact `host[:port]` (the legacy cell, a rule's fixed address).
     pub fn allow_exact(&mut self, address: &str) {
         if let Ok(mut list) = AllowList::parse(address) {
+            self.exact.extend(list.exact);
             self.entries.append(&mut list.entries);
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.exact.is_empty() && self.entries.is_empty()
     }
 
     /// Whether `address` (`host[:port]`) may be proxied to. Asked for
@@ -99,13 +112,12 @@ impl AllowList {
             None => (address, None),
         };
         // Not with a `:*` entry: any text after the colon would pass it.
-        let exact = |e: &AllowEntry| {
-            !e.wildcard
-                && e.port != AllowPort::Any
-                && e.port_accepts(port)
-                && host.eq_ignore_ascii_case(&e.host)
+        let listed = if address.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.exact.contains(&address.to_ascii_lowercase())
+        } else {
+            self.exact.contains(address)
         };
-        if self.entries.iter().any(exact) {
+        if listed {
             return true;
         }
         if validate_address(address).is_err() {

@@ -211,7 +211,7 @@ impl Index {
                 Subject::Tag(t) => raise(&mut index.tags, t.clone(), at),
                 Subject::Cell(id) => {
                     raise(&mut index.tags, format!("cell-{id}"), at);
-                    if let Some(cell) = cells.cells().iter().find(|c| c.id == *id) {
+                    if let Some(cell) = cells.position_of_id(*id).map(|i| &cells.cells()[i]) {
                         raise(&mut index.addresses, cell.address.clone(), at);
                         if let Some(r) = &cell.registry_address {
                             raise(&mut index.addresses, r.clone(), at);

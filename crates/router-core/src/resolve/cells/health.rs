@@ -141,7 +141,7 @@ impl CellHealth {
         self.applied_ms = record.checked_at_ms;
         let mut opened = Vec::new();
         for result in record.cells.iter().filter(|r| r.verdict() == Verdict::Down) {
-            if let Some(cell) = list.cells().iter().position(|c| c.id == result.id) {
+            if let Some(cell) = list.position_of_id(result.id) {
                 let i = circuit_index(cell, Address::Web);
                 let answered = self.answered_ms(i);
                 if self.circuits[i].probe_down(&self.policy, record.checked_at_ms, now_ms, answered)

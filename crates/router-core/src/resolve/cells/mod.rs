@@ -21,6 +21,8 @@ pub use circuit::{Admission, Change, Circuit, CircuitPolicy, OpenedBy, Outcome};
 pub use health::{circuit_index, Address, CellHealth};
 pub use probe::{HealthRecord, ProbeResult, Verdict};
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use crate::address::validate_address;
@@ -49,10 +51,17 @@ const FIELDS: [&str; 5] = [
     "health_path",
 ];
 
-/// The cells of `GITLAB_CELLS`, in the order given.
+/// The cells of `GITLAB_CELLS`, in the order given, with indexes by id,
+/// session prefix and address: a lookup (one per forwarded request) costs
+/// the same for the 1,000th cell as for the first, and reading a list of
+/// `n` cells is `O(n)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CellList {
     cells: Vec<Cell>,
+    by_id: HashMap<u64, usize>,
+    by_prefix: HashMap<String, usize>,
+    /// Web and registry addresses, to their circuit ([`circuit_index`]).
+    by_address: HashMap<String, usize>,
 }
 
 impl CellList {
@@ -67,33 +76,50 @@ impl CellList {
             Ok(_) => return (CellList::default(), vec!["not a JSON list".to_string()]),
             Err(e) => return (CellList::default(), vec![format!("not JSON: {e}")]),
         };
-        let mut cells: Vec<Cell> = Vec::new();
+        let mut list = CellList::default();
         for (i, entry) in entries.into_iter().enumerate() {
             match Cell::from_value(entry) {
                 Err(e) => problems.push(format!("entry {}: {e}; left out", i + 1)),
-                Ok(cell) => {
-                    let clash = cells.iter().find_map(|c| {
-                        if c.id == cell.id {
-                            Some(format!("id {}", cell.id))
-                        } else if c.session_prefix == cell.session_prefix {
-                            Some(format!("session_prefix {:?}", cell.session_prefix))
-                        } else if c.address == cell.address {
-                            Some(format!("address {:?}", cell.address))
-                        } else {
-                            None
-                        }
-                    });
-                    match clash {
-                        Some(what) => problems.push(format!(
-                            "entry {}: {what} is already listed; left out",
-                            i + 1
-                        )),
-                        None => cells.push(cell),
-                    }
-                }
+                Ok(cell) => match list.clash(&cell) {
+                    Some(what) => problems.push(format!(
+                        "entry {}: {what} is already listed; left out",
+                        i + 1
+                    )),
+                    None => list.push(cell),
+                },
             }
         }
-        (CellList { cells }, problems)
+        (list, problems)
+    }
+
+    /// What of `cell` a listed cell already has, if anything.
+    fn clash(&self, cell: &Cell) -> Option<String> {
+        if self.by_id.contains_key(&cell.id) {
+            Some(format!("id {}", cell.id))
+        } else if self.by_prefix.contains_key(&cell.session_prefix) {
+            Some(format!("session_prefix {:?}", cell.session_prefix))
+        } else if self.by_address.contains_key(&cell.address) {
+            Some(format!("address {:?}", cell.address))
+        } else {
+            None
+        }
+    }
+
+    fn push(&mut self, cell: Cell) {
+        let i = self.cells.len();
+        self.by_id.insert(cell.id, i);
+        self.by_prefix.insert(cell.session_prefix.clone(), i);
+        // A registry address that is also a web address: the web one's
+        // circuit (as the scan in list order found it).
+        self.by_address
+            .entry(cell.address.clone())
+            .or_insert(circuit_index(i, Address::Web));
+        if let Some(registry) = &cell.registry_address {
+            self.by_address
+                .entry(registry.clone())
+                .or_insert(circuit_index(i, Address::Registry));
+        }
+        self.cells.push(cell);
     }
 
     /// [`CellList::parse`] for build and deploy checks: any problem fails.
@@ -127,15 +153,12 @@ impl CellList {
     /// The circuit ([`circuit_index`]) of the listed address `address`: a
     /// cell's web address, else its registry address.
     pub fn circuit_of_address(&self, address: &str) -> Option<usize> {
-        self.cells.iter().enumerate().find_map(|(i, c)| {
-            if c.address == address {
-                Some(circuit_index(i, Address::Web))
-            } else if c.registry_address.as_deref() == Some(address) {
-                Some(circuit_index(i, Address::Registry))
-            } else {
-                None
-            }
-        })
+        self.by_address.get(address).copied()
+    }
+
+    /// The position of the cell with id `id`.
+    pub fn position_of_id(&self, id: u64) -> Option<usize> {
+        self.by_id.get(&id).copied()
     }
 
     /// The listed cell a `CELL_ID` or `SESSION_PREFIX` key names, for when
@@ -145,9 +168,9 @@ impl CellList {
         match kind {
             ClassifyKind::CellId => {
                 let id: u64 = value.parse().ok()?;
-                self.cells.iter().find(|c| c.id == id)
+                self.position_of_id(id).map(|i| &self.cells[i])
             }
-            ClassifyKind::SessionPrefix => self.cells.iter().find(|c| c.session_prefix == value),
+            ClassifyKind::SessionPrefix => self.by_prefix.get(value).map(|&i| &self.cells[i]),
             _ => None,
         }
     }
@@ -298,6 +321,46 @@ mod tests {
         assert_eq!(l.circuit_of_address("cell3.example"), Some(4));
         // It reads back as it is written.
         assert_eq!(CellList::check(&l.to_json()), Ok(l));
+    }
+
+    #[test]
+    fn a_long_list_is_indexed_to_its_last_cell() {
+        let mut entries: Vec<String> = (1..=1000)
+            .map(|i| format!(r#"{{"id": {i}, "address": "cell-{i}.example", "registry_address": "registry-{i}.example"}}"#))
+            .collect();
+        // Clashes with the 1,000th cell, each on one field.
+        entries.push(r#"{"id": 1000, "address": "new.example"}"#.into());
+        entries.push(r#"{"id": 1001, "address": "cell-1000.example"}"#.into());
+        entries
+            .push(r#"{"id": 1002, "address": "x.example", "session_prefix": "cell-1000"}"#.into());
+        let (l, problems) = CellList::parse(&format!("[{}]", entries.join(",")));
+        assert_eq!(l.len(), 1000);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(problems[0].contains("entry 1001: id 1000"), "{problems:?}");
+        assert!(problems[1].contains("entry 1002: address"), "{problems:?}");
+        assert!(
+            problems[2].contains("entry 1003: session_prefix"),
+            "{problems:?}"
+        );
+        assert_eq!(
+            l.circuit_of_address("cell-1000.example"),
+            Some(circuit_index(999, Address::Web))
+        );
+        assert_eq!(
+            l.circuit_of_address("registry-1000.example"),
+            Some(circuit_index(999, Address::Registry))
+        );
+        assert_eq!(l.position_of_id(1000), Some(999));
+        assert_eq!(
+            l.named_by(ClassifyKind::SessionPrefix, "cell-1000")
+                .map(|c| c.id),
+            Some(1000)
+        );
+        assert_eq!(
+            l.named_by(ClassifyKind::CellId, "1000").map(|c| c.id),
+            Some(1000)
+        );
+        assert_eq!(l.named_by(ClassifyKind::CellId, "1001"), None);
     }
 
     #[test]

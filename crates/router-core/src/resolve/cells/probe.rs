@@ -162,10 +162,8 @@ impl HealthRecord {
             .iter()
             .map(|r| {
                 let address = list
-                    .cells()
-                    .iter()
-                    .find(|c| c.id == r.id)
-                    .map_or("", |c| c.address.as_str());
+                    .position_of_id(r.id)
+                    .map_or("", |i| list.cells()[i].address.as_str());
                 let error = r
                     .error
                     .as_deref()
