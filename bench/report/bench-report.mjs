@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { coldVerdicts, fmt, targetVerdicts } from "../driver/report.mjs";
-import { esc, page, table } from "./html.mjs";
+import { esc, page, table, when } from "./html.mjs";
 import { barChart } from "./svg.mjs";
 
 // The yardsticks and baselines; every other configuration is the router.
@@ -109,10 +109,10 @@ export function benchReport(result) {
   if (sizes) parts.push(`<p>build/worker/index.wasm ${esc(sizes.wasm_gzip_bytes.toLocaleString("en"))} bytes gzip -9 (${esc(fmt(sizes.wasm_gzip_bytes / 1024, 1))} KiB; limit 275), ${esc(fmt(sizes.wasm_raw_bytes / 1024))} KiB raw.</p>`);
   parts.push(`<p>${native ? `Rules engine, native (divan, fastest sample): ${esc(fmt(native.ns_per_request))} ns per request (session_token mix), ${esc(fmt(native.ns_per_request_cells))} ns (cells).` : "Rules engine, native: not run."}</p>`);
   parts.push(`<p class="meta">Written by <code>bash bench/run.sh</code> (bench/report/bench-report.mjs) from target/bench/latest.json; docs/benchmark.md says what each configuration is and how it is measured.</p>`);
-  const when = `${meta.date ?? ""}${meta.commit ? `, commit ${meta.commit}` : ""}`;
+  const ran = `${when(meta.date)}${meta.commit ? `, commit ${meta.commit}` : ""}`;
   const head = `<h1>Benchmark${meta.quick ? " (BENCH_QUICK)" : ""}</h1>
-<p class="meta">${esc(when)}: ${esc(meta.cores)} cores, load average ${esc(fmt(meta.loadavg_at_end?.[0], 1))} at the end; ${esc(o.rounds)} round(s) × ${esc(o.seconds)} s at c=${esc(o.concurrency.join(", c="))}; CPU is workerd's, all threads, per request.</p>`;
-  return page(`Benchmark ${meta.date ?? ""}`, `${head}\n${parts.join("\n")}`);
+<p class="meta">${esc(ran)}: ${esc(meta.cores)} cores, load average ${esc(fmt(meta.loadavg_at_end?.[0], 1))} at the end; ${esc(o.rounds)} round(s) × ${esc(o.seconds)} s at c=${esc(o.concurrency.join(", c="))}; CPU is workerd's, all threads, per request.</p>`;
+  return page(`Benchmark ${when(meta.date)}`, `${head}\n${parts.join("\n")}`);
 }
 
 /** Writes the report for the benchmark JSON at `jsonPath` beside it (same name, .html); its path. */

@@ -23,13 +23,16 @@ svg.chart { display: block; font-family: inherit; }
 svg.chart text { font-size: 11px; fill: #59636e; }
 svg.chart .axis { stroke: #8c959f; stroke-width: 1; }
 svg.chart .grid { stroke: #eaeef2; stroke-width: 1; }
-table { border-collapse: collapse; font-size: 12px; font-variant-numeric: tabular-nums; margin: 8px 0 16px; }
-th, td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right; white-space: nowrap; }
+table { border-collapse: collapse; font-size: 12px; font-variant-numeric: tabular-nums; margin: 8px 0 16px; display: block; overflow-x: auto; max-width: 100%; }
+th, td { padding: 3px 6px; border-bottom: 1px solid #eaeef2; text-align: right; white-space: nowrap; }
 th { background: #f6f8fa; font-weight: 600; }
 th:first-child, td:first-child, td.text { text-align: left; }
 td.text { white-space: normal; max-width: 640px; }
 code { font: 12px ui-monospace, "SFMono-Regular", "DejaVu Sans Mono", monospace; }
 `;
+
+/** An ISO time as "YYYY-MM-DD HH:MM UTC" (text as given when it is not one). */
+export const when = (iso) => (/^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(iso ?? "") ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : (iso ?? ""));
 
 /** A whole page: `title` (text) and `body` (HTML). */
 export function page(title, body) {

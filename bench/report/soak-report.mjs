@@ -9,7 +9,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { esc, page, table } from "./html.mjs";
+import { esc, page, table, when } from "./html.mjs";
 import { timeChart } from "./svg.mjs";
 
 const OPS = [
@@ -88,7 +88,7 @@ export function soakReport(details) {
   const load = details.load_average ? `, load average ${details.load_average[0].toFixed(1)} at the start, ${details.load_average[1].toFixed(1)} at the end` : "";
   const title = `Soak (${o.mode}, ${o.worker === "null" ? "the null worker" : "the router"}): ${details.ok ? "passed" : "FAILED"}`;
   const body = `<h1>Soak (${esc(o.mode)}, ${o.worker === "null" ? "the null worker" : "the router"}): <span class="${details.ok ? "ok" : "bad"}">${details.ok ? "passed" : "FAILED"}</span></h1>
-<p class="meta">${esc(details.date ?? "")}${details.commit ? `, commit ${esc(details.commit)}` : ""}: ${esc(o.clients)} clients, ${esc(o.seconds)} s schedule, seed ${esc(o.seed)}; stack start-up ${esc(details.startup_ms)} ms, wall ${esc(Math.round(details.wall_ms / 1000))} s${esc(load)}; ${esc(total.toLocaleString("en"))} operations, ${esc(details.failures_total)} failures. Every chart counts an operation in the second it started; shaded: the fault windows, lighter their grace.</p>
+<p class="meta">${esc(when(details.date))}${details.commit ? `, commit ${esc(details.commit)}` : ""}: ${esc(o.clients)} clients, ${esc(o.seconds)} s schedule, seed ${esc(o.seed)}; stack start-up ${esc(details.startup_ms)} ms, wall ${esc(Math.round(details.wall_ms / 1000))} s${esc(load)}; ${esc(total.toLocaleString("en"))} operations, ${esc(details.failures_total)} failures. Every chart counts an operation in the second it started; shaded: the fault windows, lighter their grace.</p>
 <h2>Timeline</h2>
 ${charts.join("\n")}
 <h2>Per phase</h2>

@@ -2,8 +2,8 @@
 // and stacked bars over the run's seconds, with shaded bands behind) and
 // horizontal bars (stacked segments, reference lines). Inline SVG in the
 // HTML page: no script, no font or stylesheet from elsewhere. Every drawn
-// series is an element of class "series" and the chart's `data-series`
-// says how many it drew (tests/bench/report-render.test.mjs checks each
+// series is an element of class "series" (a path, a rect, or a group of a
+// timeline's bars) and the chart's `data-series` says how many it drew (tests/bench/report-render.test.mjs checks each
 // rendered with a size); a coordinate that is not a finite number throws.
 import { esc } from "./html.mjs";
 
@@ -79,15 +79,15 @@ export function timeChart({ id, title, yLabel, xMax, intervalMs, series, phases 
   const base = new Map();
   const bw = Math.max(0.6, (intervalMs / xMax) * w - (intervalMs / xMax) * w * 0.15);
   for (const s of bars) {
-    let d = "";
+    const rects = [];
     for (const [t, v] of s.points) {
       if (!v) continue;
       const b0 = base.get(t) ?? 0;
       base.set(t, b0 + v);
-      d += `M${px(x(t))} ${px(y(b0 + v))}h${px(bw)}V${px(y(b0))}h${px(-bw)}Z`;
+      rects.push(`<rect x="${px(x(t))}" y="${px(y(b0 + v))}" width="${px(bw)}" height="${px(y(b0) - y(b0 + v))}"/>`);
     }
-    if (d) {
-      out.push(`<path class="series" data-name="${esc(s.name)}" d="${d}" fill="${esc(s.color)}"/>`);
+    if (rects.length) {
+      out.push(`<g class="series" data-name="${esc(s.name)}" fill="${esc(s.color)}">${rects.join("")}</g>`);
       drawn++;
     }
   }

@@ -22,7 +22,9 @@ const MEASURE = `<script>(() => {
     const r = svg.getBoundingClientRect();
     const series = [...svg.querySelectorAll(".series")].map((e) => {
       const b = e.getBBox();
-      return { name: e.dataset.name, width: b.width, height: b.height };
+      // A group's bars each need an area.
+      const empty = [...e.querySelectorAll("rect")].filter((r) => !(r.getBBox().width > 0 && r.getBBox().height > 0)).length;
+      return { name: e.dataset.name, filled: e.getAttribute("fill") !== "none", width: b.width, height: b.height, empty };
     });
     return { id: svg.closest("figure")?.id ?? null, width: r.width, height: r.height, declared: Number(svg.dataset.series), series };
   });
@@ -61,7 +63,7 @@ function runChromium(args, timeoutMs = 60_000) {
 /**
  * Opens the report `html` (its text) in headless Chromium; resolves with
  * its charts as rendered: [{ id, width, height, declared, series: [{ name,
- * width, height }] }].
+ * filled, width, height, empty (bars of a group without an area) }] }].
  */
 export async function renderedCharts(html) {
   const dir = mkdtempSync(join(tmpdir(), "report-page-"));
@@ -77,13 +79,20 @@ export async function renderedCharts(html) {
   }
 }
 
-/** What did not render: a chart without a size, a series missing or drawn with no extent. */
+/**
+ * What did not render: a chart without a size, a series missing, a filled
+ * one (bars) without an area or with a bar without one, a line with no
+ * extent (a flat line has no height).
+ */
 export function renderProblems(charts) {
   const problems = [];
   for (const c of charts) {
     if (!(c.width > 0 && c.height > 0)) problems.push(`${c.id}: the chart has no size (${c.width} × ${c.height})`);
     if (c.series.length !== c.declared) problems.push(`${c.id}: ${c.series.length} series in the page, ${c.declared} drawn`);
-    for (const s of c.series) if (!(s.width > 0 || s.height > 0)) problems.push(`${c.id}: series ${s.name} rendered empty (${s.width} × ${s.height})`);
+    for (const s of c.series) {
+      if (!(s.filled ? s.width > 0 && s.height > 0 : s.width > 0 || s.height > 0)) problems.push(`${c.id}: series ${s.name} rendered empty (${s.width} × ${s.height})`);
+      if (s.empty) problems.push(`${c.id}: series ${s.name}: ${s.empty} bars rendered without an area`);
+    }
   }
   return problems;
 }

@@ -29,7 +29,8 @@ test("the soak and bench reports reference nothing outside themselves", () => {
     assert.match(html, /<svg class="chart"/, `${name} report has charts`);
   }
   // The check itself finds what it is for.
-  assert.equal(externalReferences('<link rel="stylesheet" href="https://fonts.example/css"><img src="x.png"><p style="background:url(a.png)">').length, 5);
+  const planted = externalReferences('<link rel="stylesheet" href="https://fonts.example/css"><img src="x.png"><p style="background:url(a.png)">');
+  for (const bit of ['href="https://fonts.example/css"', 'src="x.png"', "<link", "<img", "url(a.png)"]) assert.ok(planted.some((f) => f.includes(bit)), `finds ${bit}: ${planted}`);
 });
 
 test("text from the run is escaped in the soak report", () => {
