@@ -29,6 +29,18 @@ test("the soak report's charts render in Chromium: a timeline of operations, fai
   assert.ok(byId.rss.series.reduce((a, s) => a + s.width, 0) > 900, "the generations' RSS spans the run");
 });
 
+test("a failed run's failures are drawn by kind, in the seconds they happened", async () => {
+  const d = soakFixture();
+  d.timeline.samples[30].failures = { "wrong-cell": 3 };
+  d.timeline.samples[31].failures = { "wrong-cell": 1, transport: 2 };
+  d.failures_total = 6;
+  const charts = await renderedCharts(soakReport(d));
+  assert.deepEqual(renderProblems(charts), []);
+  const failures = charts.find((c) => c.id === "failures");
+  assert.deepEqual(failures.series.map((s) => s.name), ["transport", "wrong-cell"]);
+  assert.ok(failures.series.every((s) => s.width > 0 && s.height > 0 && s.width < 30), "two seconds' bars");
+});
+
 test("a chart broken in the page is caught: NaN in a series' path renders nothing", async () => {
   const html = soakReport(soakFixture());
   const broken = html.replace(/(<figure id="latency">[\s\S]*?<path class="series" data-name="p50" d=")[^"]*"/, '$1M NaN NaN L NaN NaN"');
