@@ -5,11 +5,9 @@
 // and the first request, over the floor), with the run's tables.
 //
 //   node bench/report/bench-report.mjs [target/bench/latest.json [out.html]]   # writes target/bench/latest.html
-import { readFileSync, writeFileSync } from "node:fs";
-import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { coldVerdicts, fmt, targetVerdicts } from "../driver/report.mjs";
 import { esc, page, table, when } from "./html.mjs";
+import { reportCommand, writeReport } from "./write.mjs";
 import { barChart } from "./svg.mjs";
 
 // The yardsticks and baselines; every other configuration is the router.
@@ -115,14 +113,7 @@ export function benchReport(result) {
   return page(`Benchmark ${when(meta.date)}`, `${head}\n${parts.join("\n")}`);
 }
 
-/** Writes the report for the benchmark JSON at `jsonPath` beside it (same name, .html); its path. */
-export function writeBenchReport(jsonPath, htmlPath = jsonPath.replace(/\.json$/, "") + ".html") {
-  writeFileSync(htmlPath, benchReport(JSON.parse(readFileSync(jsonPath, "utf8"))));
-  return htmlPath;
-}
+/** Writes the report for the JSON at `jsonPath` beside it (same name, .html) or at `htmlPath`; its path. */
+export const writeBenchReport = (jsonPath, htmlPath) => writeReport(benchReport, jsonPath, htmlPath);
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const root = resolve(fileURLToPath(import.meta.url), "..", "..", "..");
-  const json = resolve(process.argv[2] ?? `${root}/target/bench/latest.json`);
-  process.stdout.write(`${writeBenchReport(json, process.argv[3] ? resolve(process.argv[3]) : undefined)}\n`);
-}
+reportCommand(import.meta.url, benchReport, "target/bench/latest.json");

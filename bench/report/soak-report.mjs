@@ -6,10 +6,8 @@
 // shaded, the per-phase table, the generations and the first failures.
 //
 //   node bench/report/soak-report.mjs [target/soak/latest.json [out.html]]   # writes target/soak/latest.html
-import { readFileSync, writeFileSync } from "node:fs";
-import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { esc, page, table, when } from "./html.mjs";
+import { reportCommand, writeReport } from "./write.mjs";
 import { timeChart } from "./svg.mjs";
 
 const OPS = [
@@ -101,14 +99,7 @@ ${failureTable}
   return page(title, body);
 }
 
-/** Writes the report for the soak JSON at `jsonPath` beside it (same name, .html); its path. */
-export function writeSoakReport(jsonPath, htmlPath = jsonPath.replace(/\.json$/, "") + ".html") {
-  writeFileSync(htmlPath, soakReport(JSON.parse(readFileSync(jsonPath, "utf8"))));
-  return htmlPath;
-}
+/** Writes the report for the JSON at `jsonPath` beside it (same name, .html) or at `htmlPath`; its path. */
+export const writeSoakReport = (jsonPath, htmlPath) => writeReport(soakReport, jsonPath, htmlPath);
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const root = resolve(fileURLToPath(import.meta.url), "..", "..", "..");
-  const json = resolve(process.argv[2] ?? `${root}/target/soak/latest.json`);
-  process.stdout.write(`${writeSoakReport(json, process.argv[3] ? resolve(process.argv[3]) : undefined)}\n`);
-}
+reportCommand(import.meta.url, soakReport, "target/soak/latest.json");
