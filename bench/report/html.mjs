@@ -9,7 +9,7 @@ export function esc(value) {
 }
 
 const CSS = `
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", sans-serif; color: #1f2328; margin: 24px auto; max-width: 1180px; padding: 0 16px; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", sans-serif; color: #1f2328; margin: 24px auto; max-width: 1240px; padding: 0 16px; }
 h1 { font-size: 22px; margin: 0 0 4px; }
 h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #d8dee4; padding-bottom: 4px; }
 p.meta { color: #59636e; margin: 0 0 12px; }
@@ -23,7 +23,7 @@ svg.chart { display: block; font-family: inherit; }
 svg.chart text { font-size: 11px; fill: #59636e; }
 svg.chart .axis { stroke: #8c959f; stroke-width: 1; }
 svg.chart .grid { stroke: #eaeef2; stroke-width: 1; }
-table { border-collapse: collapse; font-size: 12px; font-variant-numeric: tabular-nums; margin: 8px 0 16px; display: block; overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 12px; font-variant-numeric: tabular-nums; margin: 8px 0 16px; }
 th, td { padding: 3px 6px; border-bottom: 1px solid #eaeef2; text-align: right; white-space: nowrap; }
 th { background: #f6f8fa; font-weight: 600; }
 th:first-child, td:first-child, td.text { text-align: left; }
