@@ -31,6 +31,7 @@ const WINDOWS = {
   "not-found": ["the service answering 404", "#bf8700"],
   "cell4-down": ["cell 4 down", "#8250df"],
 };
+const windowOf = (kind) => WINDOWS[kind] ?? [kind, "#57606a"];
 const GEN_COLORS = ["#0969da", "#1a7f37", "#bf8700", "#8250df", "#cf222e", "#57606a"];
 
 /** The report's HTML for a soak run's JSON (`details`: what bench/soak.mjs writes). */
@@ -44,12 +45,12 @@ export function soakReport(details) {
   const phases = rows.map((r) => ({ name: r.phase, from: r.from_ms, to: r.to_ms }));
   const bands = [];
   for (const w of details.fault_windows) {
-    const [, color] = WINDOWS[w.kind] ?? [w.kind, "#57606a"];
+    const [, color] = windowOf(w.kind);
     bands.push({ from: w.from_ms, to: w.to_ms, color, opacity: 0.2 });
     bands.push({ from: w.to_ms, to: w.to_ms + w.grace_ms, color, opacity: 0.07 });
   }
   const kinds = [...new Set(details.fault_windows.map((w) => w.kind))];
-  const bandKeys = [...kinds.map((k) => ({ name: (WINDOWS[k] ?? [k])[0], color: (WINDOWS[k] ?? [k, "#57606a"])[1], opacity: 0.35 })), { name: "its grace (fallbacks still documented)", color: "#57606a", opacity: 0.15 }];
+  const bandKeys = [...kinds.map((k) => ({ name: windowOf(k)[0], color: windowOf(k)[1], opacity: 0.35 })), { name: "its grace (fallbacks still documented)", color: "#57606a", opacity: 0.15 }];
   const common = { xMax, intervalMs: iv, phases, bands, keys: bandKeys };
   const at = (f) => tl.samples.map((s) => [s.t_ms, f(s)]);
 
