@@ -40,8 +40,8 @@
 // --matched-io (with --worker null or --vs-null: the null worker also makes
 // the router's I/O for each request, its Cache API reads and writes and
 // Topology Service calls, from the questions the soak names).
-// Writes target/soak/latest.json (the null worker: target/soak/null-<mode>.json);
-// exit 1 on failure.
+// Writes target/soak/latest.json (the null worker: target/soak/null-<mode>.json)
+// and its HTML report beside it (bench/report/soak-report.mjs); exit 1 on failure.
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
