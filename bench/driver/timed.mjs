@@ -1,7 +1,8 @@
 // The timed run (the default mode): load rounds over every configuration,
 // then the cold start, streaming and memory, sizes and the native bench's
-// figures; printed, written to target/bench/latest.json and, unless
-// BENCH_RECORD=0, into docs/benchmark.md's results table.
+// figures; printed, written to target/bench/latest.json with its HTML
+// report (bench/report/bench-report.mjs) and, unless BENCH_RECORD=0, into
+// docs/benchmark.md's results table.
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
