@@ -57,13 +57,10 @@ function coldChart(cold, what) {
     refs,
     rows: cold.summary.map((x) => ({
       label: x.config,
-      // A result without the split (figures kept from the results table) has the total only.
-      segments: Number.isFinite(x[ready]) && Number.isFinite(x[first])
-        ? [
-            { name: "ready", value: x[ready], color: "#54aeff" },
-            { name: "first request", value: x[first], color: "#0550ae" },
-          ]
-        : [{ name: "ready + first request", value: x[total], color: "#218bff" }],
+      segments: [
+        { name: "ready", value: x[ready], color: "#54aeff" },
+        { name: "first request", value: x[first], color: "#0550ae" },
+      ],
       text: `${fmt(x[total], 1)} ms${x[over] !== null && x.config !== "floor" ? ` (${signed(x[over], 1)} vs floor)` : ""}`,
     })),
   });

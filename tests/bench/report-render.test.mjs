@@ -53,5 +53,8 @@ test("the benchmark report's charts render in Chromium: CPU per request per conc
   const charts = await renderedCharts(benchReport(benchFixture()));
   assert.deepEqual(charts.map((c) => c.id), ["cpu-c8", "cpu-c32", "cold-wall", "cold-cpu"]);
   assert.deepEqual(renderProblems(charts), []);
-  for (const c of charts) assert.ok(c.series.length >= 5, `${c.id}: ${c.series.length} bars`);
+  const bars = (id) => charts.find((c) => c.id === id).series.map((s) => s.name);
+  // null, floor-log, peer-log and passthrough; the cold start's five configurations, ready and first request each.
+  assert.deepEqual(bars("cpu-c8"), ["null: yardsticks and baselines", "floor-log: yardsticks and baselines", "peer-log: yardsticks and baselines", "passthrough: the router"]);
+  assert.equal(bars("cold-cpu").length, 10);
 });
