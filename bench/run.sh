@@ -5,8 +5,8 @@
 # missing) and the router under several rulesets, in workerd through
 # Miniflare's direct socket, wrk as the load generator; then the cold
 # start, streaming and memory, and the wasm size. Prints the tables,
-# writes target/bench/latest.json and the results table in
-# docs/benchmark.md. Not part of scripts/test.sh.
+# writes target/bench/latest.json, its HTML report target/bench/latest.html
+# and the results table in docs/benchmark.md. Not part of scripts/test.sh.
 #
 #   bash bench/run.sh                 # default, about 15 minutes
 #   BENCH_QUICK=1 bash bench/run.sh   # smoke run, about 5 minutes

@@ -40,17 +40,19 @@
 // --matched-io (with --worker null or --vs-null: the null worker also makes
 // the router's I/O for each request, its Cache API reads and writes and
 // Topology Service calls, from the questions the soak names).
-// Writes target/soak/latest.json (the null worker: target/soak/null-<mode>.json);
-// exit 1 on failure.
+// Writes target/soak/latest.json (the null worker: target/soak/null-<mode>.json)
+// and its HTML report beside it (bench/report/soak-report.mjs); exit 1 on failure.
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ROOT } from "../tests/e2e/harness.mjs";
 import { commitLabel, writeDocSection } from "./doc-section.mjs";
 import { startSoakStack, stopSoakStack, startRouterGeneration, disposeRouter, killCell4, startCell4, rss } from "./soak-stack.mjs";
 import { rng, zipf, keySpace, plainRequest, upload, download, longPoll, wsSession } from "./soak-traffic.mjs";
+import { timeline } from "./soak-timeline.mjs";
+import { writeSoakReport } from "./report/soak-report.mjs";
 
 const MiB = 1024 * 1024;
 const args = process.argv.slice(2);
@@ -228,6 +230,8 @@ const stats = PHASES.map((p) => ({
 }));
 const failures = [];
 let reqSeq = 0;
+// The same counts per second of the run, for the HTML report.
+const TIMELINE = timeline(1000);
 
 const overlaps = (o, kind, extra = () => true) =>
   windows.some((w) => w.kind === kind && extra(w) && w.from <= o.ended && (w.to ?? Infinity) + w.grace >= o.started);
@@ -244,6 +248,7 @@ function recordFailures() {
 }
 
 function recordFailure(o, kind, detail) {
+  TIMELINE.failure(o.started - T0, kind);
   failures.push({ router_log: o.path ? routerLine(o) ?? null : null, retried_after: o.retried ?? undefined, phase: PHASES[phaseAt(o.started)].name, kind, detail, op: o.op, key_kind: o.kind, want: o.want, got: o.cell, status: o.status, method: o.method, path: o.path, headers: o.headers, at_ms: o.started - T0, duration_ms: o.ended - o.started });
 }
 
@@ -297,23 +302,28 @@ function routerLine(o, pred = () => true) {
 function judgePending() {
   for (const o of pending) {
     const s = stats[phaseAt(o.started)];
-    let line = routerLine(o, (l) => l.cache === "fallback");
-    if (line && SERVICE_FAILURE.test(line.error ?? "")) {
-      s.fallback_unscheduled++;
-      staleCheck(o);
-      (unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")] ??= 0);
-      unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")]++;
-    } else if ((line = routerLine(o, (l) => l.fell_through && (l.attempts >= 2 || l.service_ms >= 450 || l.coalesced || breakerOpenAt(l.t))))) {
-      // Router defect (docs/soak.md, Findings): the service failed, a stale
-      // 404 answered, the key fell through to the legacy cell, and the log
-      // line carries neither the error nor "stale". The outcome is the
-      // documented failure path; counted, with its own reason.
-      s.fallback_unscheduled++;
-      unscheduled[STALE_404]++;
-    } else {
-      s.wrong_cell++;
-      fail(o, "wrong-cell", `cell 1 answered a cell-${o.want} key`);
-    }
+    TIMELINE.within(o.started - T0, s, () => judgeOnePending(o, s));
+  }
+}
+
+/** Judges a legacy-cell answer outside the fault windows against the router's log line for it. */
+function judgeOnePending(o, s) {
+  let line = routerLine(o, (l) => l.cache === "fallback");
+  if (line && SERVICE_FAILURE.test(line.error ?? "")) {
+    s.fallback_unscheduled++;
+    staleCheck(o);
+    (unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")] ??= 0);
+    unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")]++;
+  } else if ((line = routerLine(o, (l) => l.fell_through && (l.attempts >= 2 || l.service_ms >= 450 || l.coalesced || breakerOpenAt(l.t))))) {
+    // Router defect (docs/soak.md, Findings): the service failed, a stale
+    // 404 answered, the key fell through to the legacy cell, and the log
+    // line carries neither the error nor "stale". The outcome is the
+    // documented failure path; counted, with its own reason.
+    s.fallback_unscheduled++;
+    unscheduled[STALE_404]++;
+  } else {
+    s.wrong_cell++;
+    fail(o, "wrong-cell", `cell 1 answered a cell-${o.want} key`);
   }
 }
 // The breaker was open around `t`: another request's line within 1 s says so.
@@ -323,9 +333,13 @@ function breakerOpenAt(t) {
 const STALE_404 = "service failed, stale 404 fell through, not logged as an error (router defect)";
 const unscheduled = { [STALE_404]: 0 };
 
-/** Judges one outcome: counts it in its phase and records failures. */
+/** Judges one outcome: counts it in its phase (and its second) and records failures. */
 function judge(o) {
   const s = stats[phaseAt(o.started)];
+  TIMELINE.within(o.started - T0, s, () => judgeOne(o, s));
+}
+
+function judgeOne(o, s) {
   s.requests++;
   s.by_op[o.op] = (s.by_op[o.op] ?? 0) + 1;
   if (o.op === "request" && o.status !== null) s.latencies.push(o.ended - o.started);
@@ -563,6 +577,7 @@ function sampleRss() {
     const v = rss(gen.pid);
     if (v === null) continue;
     (gen.samples ??= []).push({ t: Date.now(), rss: v });
+    if (stats[0].from) TIMELINE.rss(Date.now() - T0, gen.n, v);
     total += v;
   }
   const r = stats[phaseIdx].rss;
@@ -702,7 +717,11 @@ async function main() {
 
 /** Answers the router logged as stale (an expired entry standing in for a failing service), per phase. */
 function countStale() {
-  for (const l of stack.logs.answers) if (l.cache === "stale") stats[phaseAt(l.t)].stale_served++;
+  for (const l of stack.logs.answers) {
+    if (l.cache !== "stale") continue;
+    const s = stats[phaseAt(l.t)];
+    TIMELINE.within(l.t - T0, s, () => s.stale_served++);
+  }
 }
 
 /**
@@ -784,6 +803,8 @@ function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
   const rows = stats.map((s) => ({
     phase: s.phase,
     seconds: Math.round((s.to - s.from) / 1000),
+    from_ms: s.from - T0,
+    to_ms: s.to - T0,
     requests: s.requests,
     by_op: s.by_op,
     router_5xx_intended: s.router_5xx_intended,
@@ -876,6 +897,9 @@ function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
     JSON.stringify(
       {
         ok,
+        date: summary.date,
+        commit: summary.commit,
+        load_average: load,
         options: O,
         phases: PHASES.map((p) => ({ name: p.name, ms: p.ms })),
         startup_ms: startupMs,
@@ -891,11 +915,17 @@ function report({ startupMs, memory, caches, routerLogs, wallMs, load }) {
         failures_total: failures.length,
         router_log_lines: routerLogs.total,
         router_log_tail: routerLogs.lines.slice(-50),
+        timeline: TIMELINE.toJSON(),
       },
       null,
       2,
     ),
   );
+  try {
+    process.stdout.write(`report: ${relative(ROOT, writeSoakReport(join(ROOT, details)))}\n`);
+  } catch (e) {
+    process.stdout.write(`report not written: ${e.message}\n`);
+  }
   process.exitCode = ok ? 0 : 1;
   return { out, ok, summary };
 }

@@ -4,7 +4,8 @@
 # traffic for 15 minutes while the Topology Service goes down, slows, errs
 # and answers 404, cell 4 is killed and restarted and the worker is
 # reloaded, then all of it at once (the storm). Prints a table per fault
-# phase, writes target/soak/latest.json, exits non-zero on any corrupt
+# phase, writes target/soak/latest.json and its HTML report
+# target/soak/latest.html, exits non-zero on any corrupt
 # body, lost message, unintended 5xx, wrong cell outside a documented
 # fallback, stale answer not used, or unbounded memory. docs/soak.md.
 #

@@ -4,7 +4,8 @@
 #   the wasm32 target, worker-build, wasm-bindgen-cli at the Cargo.lock
 #   version, and the npm packages from package-lock.json (wrangler,
 #   miniflare, binaryen's wasm-opt, smol-toml for the deploy program).
-# With --registry it also installs Debian's docker-registry and skopeo; with
+# With --registry it also installs Debian's docker-registry and skopeo, and
+# chromium (the reports' browser test, tests/bench/report-render.test.mjs); with
 # --npm-only it installs only the npm packages (what deploy-worker.sh
 # --check-lock and --dry-run need).
 set -euo pipefail
@@ -69,4 +70,11 @@ if [ "${1:-}" = "--registry" ]; then
     say "installing docker-registry and skopeo (Debian)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry skopeo >/dev/null
   fi
+fi
+
+# The HTML reports of the soak and the benchmark are checked in headless
+# Chromium (tests/bench/report-render.test.mjs), with the suites that need --registry.
+if [ "${1:-}" = "--registry" ] && ! command -v chromium >/dev/null; then
+  say "installing chromium (Debian)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi

@@ -42,7 +42,8 @@ fi
 WORKER_OUT_DIR=target/worker-probe WORKER_FEATURES=panic-probe,test-rulesets bash scripts/build-worker.sh
 
 echo "==> end-to-end tests through workerd" >&2
-# tests/bench: the benchmark's own arithmetic (bench/paired.mjs).
+# tests/bench: the benchmark's own arithmetic (bench/paired.mjs) and the
+# soak's and benchmark's HTML reports (in headless Chromium).
 suites=(tests/e2e tests/bench)
 [ -d tests/deploy ] && suites+=(tests/deploy)
 node --test --test-concurrency=2 --test-reporter=spec "${suites[@]}"

@@ -1,13 +1,16 @@
 // The timed run (the default mode): load rounds over every configuration,
 // then the cold start, streaming and memory, sizes and the native bench's
-// figures; printed, written to target/bench/latest.json and, unless
-// BENCH_RECORD=0, into docs/benchmark.md's results table.
+// figures; printed, written to target/bench/latest.json with its HTML
+// report (bench/report/bench-report.mjs) and, unless BENCH_RECORD=0, into
+// docs/benchmark.md's results table.
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { gzipSync } from "node:zlib";
+import { commitLabel } from "../doc-section.mjs";
 import { median } from "../paired.mjs";
+import { writeBenchReport } from "../report/bench-report.mjs";
 import { coldStart } from "./cold.mjs";
 import { measure } from "./load.mjs";
 import { log } from "./processes.mjs";
@@ -140,6 +143,7 @@ export async function timedMode(ctx, targets, outDir) {
 
   const meta = {
     date: new Date().toISOString(),
+    commit: commitLabel(ROOT, join(ROOT, "docs", "benchmark.md")),
     quick: s.quick,
     options: driverOptions(s),
     cores: cpus().length,
@@ -156,6 +160,11 @@ export async function timedMode(ctx, targets, outDir) {
   const result = { meta, summary, runs, cold_start: cold, streaming, memory, sizes: sizes(), native };
   writeFileSync(join(outDir, "latest.json"), JSON.stringify(result, null, 2) + "\n");
   console.log(timedReport(result, { opt: s, peersDir: s.peersDir, warmStats: ctx.warmStats }));
+  try {
+    log(`report: ${relative(ROOT, writeBenchReport(join(outDir, "latest.json")))}`);
+  } catch (e) {
+    log(`report not written: ${e.message}`);
+  }
 
   const bad = coldFailed + runs.filter((r) => r.errors > 0).length + streaming.filter((x) => !x.ok).length + memory.filter((m) => m.grows_with_body).length;
   if (s.record) recordResults(result, { started, runStarted: s.runStarted, bad });
