@@ -70,25 +70,30 @@ function lineTags(line) {
 
 /** The error events of one trace item, in the order they happened. */
 export function itemReports(item, env = {}) {
-  const base = context(item, env);
+  let shared;
+  const base = () => (shared ??= context(item, env));
   const out = [];
   for (const log of item.logs ?? []) {
+    // Nearly every line is a console.log without `"error"` in it (a routine
+    // request line, an info line): none is an error, none is parsed.
+    const first = Array.isArray(log.message) ? log.message[0] : log.message;
+    if (log.level !== "error" && !(typeof first === "string" && first.includes('"error"'))) continue;
     const line = routerLine(log);
     if (line) {
       const failedRequest = line.ruleset !== undefined && line.error !== undefined && line.error !== null;
       if (line.level !== "error" && !failedRequest) continue;
       const text = failedRequest ? `${line.method ?? ""} request failed: ${line.error}` : `${line.scope ?? "router"}: ${line.message ?? ""}`;
-      const release = line.version && !base.release ? { release: String(line.version) } : {};
-      out.push(event({ ...base, ...release }, { timestamp: log.timestamp, message: text, tags: lineTags(line), extra: { line } }));
+      const release = line.version && !base().release ? { release: String(line.version) } : {};
+      out.push(event({ ...base(), ...release }, { timestamp: log.timestamp, message: text, tags: lineTags(line), extra: { line } }));
     } else if (log.level === "error") {
       const args = Array.isArray(log.message) ? log.message : [log.message];
       const text = args.map((a) => (typeof a === "string" ? a : JSON.stringify(a))).join(" ");
-      out.push(event(base, { timestamp: log.timestamp, message: text, tags: { scope: "console" } }));
+      out.push(event(base(), { timestamp: log.timestamp, message: text, tags: { scope: "console" } }));
     }
   }
   for (const ex of item.exceptions ?? []) {
     out.push(
-      event(base, {
+      event(base(), {
         timestamp: ex.timestamp,
         exception: { type: ex.name || "Error", value: cut(String(ex.message ?? "")), mechanism: { type: "cloudflare-tail", handled: false } },
         extra: ex.stack ? { stack: cut(String(ex.stack)) } : undefined,
@@ -96,7 +101,7 @@ export function itemReports(item, env = {}) {
     );
   }
   if (!FINE_OUTCOMES.has(item.outcome) && (item.exceptions ?? []).length === 0) {
-    out.push(event(base, { timestamp: item.eventTimestamp, message: `invocation ended with outcome ${item.outcome}` }));
+    out.push(event(base(), { timestamp: item.eventTimestamp, message: `invocation ended with outcome ${item.outcome}` }));
   }
   // Last, on the whole event: nothing leaves without passing the scrubber
   // (the event id, 32 hex digits, is added after it).
