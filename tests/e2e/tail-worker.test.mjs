@@ -2,18 +2,19 @@
 // tail worker") in workerd: the real built router with the tail worker as
 // its tail consumer (Miniflare's `tails`), sending to a Sentry stand-in, a
 // real HTTP server on loopback that records every envelope. The router
-// catches its own failures (a panic is a 502 and an error line), so the
-// uncaught exception comes from a second worker that throws, tailed by the
-// same consumer. Workerd hands a tail consumer one trace item per
-// invocation, so the batch bound is shown by calling the tail handler, in
-// workerd, with a batch of TraceItem-shaped events.
+// catches its own failures (a Rust panic, shown with the test build, is a
+// 502 and error lines), so the uncaught exception comes from a second
+// worker that throws, tailed by the same consumer. Workerd hands a tail
+// consumer one trace item per invocation, so the batch bound is shown by
+// calling the tail handler, in workerd, with a batch of TraceItem-shaped
+// events.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { Miniflare } from "miniflare";
-import { ROOT, HEX32, startRouter, freePort, request, eventually } from "./harness.mjs";
+import { ROOT, HEX32, TEST_BUILD, buildTestWorker, startRouter, freePort, request, eventually } from "./harness.mjs";
 import { SENT_HEADERS, scrubText, scrubValue, sentHeaders, stripUrl } from "../../tail-worker/scrub.mjs";
 import { parseDsn } from "../../tail-worker/sentry.mjs";
 
@@ -115,9 +116,10 @@ function tailWorker(dsn, vars = {}) {
  * session_prefix ruleset and no Topology Service (a session request is a
  * failed classification: an `error` field, answered by the legacy cell),
  * router 1 with a ruleset that does not exist (an error-level `config`
- * line), and `thrower`, a worker that throws.
+ * line), and `thrower`, a worker that throws. `build`: the router's build
+ * directory (the test build has the panic probe).
  */
-async function startTailedRouter(dsn, { tailVars = {}, control = false } = {}) {
+async function startTailedRouter(dsn, { tailVars = {}, control = false, build = "build" } = {}) {
   const upstream = await startUpstream();
   const noService = await freePort();
   const logs = [];
@@ -147,6 +149,7 @@ async function startTailedRouter(dsn, { tailVars = {}, control = false } = {}) {
       routerVars: [{}, { GITLAB_RULES_CONFIG: "no_such_ruleset" }],
       extraWorkers: [tailWorker(dsn, tailVars), thrower],
       control,
+      build,
     });
   } catch (e) {
     await upstream.close();
@@ -259,6 +262,31 @@ describe("the tail worker in workerd, tailing the built router", () => {
     assert.deepEqual(ex.mechanism, { type: "cloudflare-tail", handled: false });
     assert.equal(got.event.tags.outcome, "exception");
     assertNoSecrets(got.raw, "the exception's envelope");
+  });
+});
+
+describe("a Rust panic in the router (the test build's panic probe)", () => {
+  before(() => buildTestWorker());
+
+  test("arrives as its panic message, the restart line and the router's internal-error line; the request got its 502", async () => {
+    const receiver = await startReceiver("ok");
+    const stack = await startTailedRouter(receiver.dsn, { build: TEST_BUILD });
+    try {
+      const res = await request(`${stack.router}/__panic_probe__/sync`);
+      assert.equal(res.status, 502, res.text);
+      const messages = await eventually(() => {
+        const got = receiver.received.map((r) => r.event.message?.formatted ?? "");
+        assert.ok(got.some((m) => m.startsWith("wasm: Rust panic: restarting the wasm instance")), got.join("\n"));
+        assert.ok(got.some((m) => m.includes("panic probe: routeSync")), got.join("\n"));
+        assert.ok(got.some((m) => m.startsWith("router: internal error")), got.join("\n"));
+        return got;
+      });
+      assert.ok(messages.every((m) => m !== ""), "every event says what happened");
+      for (const r of receiver.received) assert.equal(r.event.level, "error");
+    } finally {
+      await stack.stop();
+      await receiver.close();
+    }
   });
 });
 
