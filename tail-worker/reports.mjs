@@ -12,10 +12,19 @@ import { scrubText, scrubValue, sentHeaders, stripUrl } from "./scrub.mjs";
 /** Outcomes that are not the router's failure (a client that went away is not). */
 const FINE_OUTCOMES = new Set(["ok", "canceled", "responseStreamDisconnected"]);
 
-/** The longest message text sent (Sentry truncates long ones anyway). */
+/** The longest string sent (Sentry truncates long ones anyway). */
 const MAX_TEXT = 2000;
 
-const cut = (text) => (text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text);
+/**
+ * `value` with every string cut to MAX_TEXT. Cut after scrubbing: a secret
+ * cut in two first could be too short for the scrubber to know it.
+ */
+function cutStrings(value) {
+  if (typeof value === "string") return value.length > MAX_TEXT ? `${value.slice(0, MAX_TEXT)}…` : value;
+  if (Array.isArray(value)) return value.map(cutStrings);
+  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, cutStrings(v)]));
+  return value;
+}
 
 /** A log entry's single JSON object argument, parsed; null when it is anything else. */
 function routerLine(log) {
@@ -52,7 +61,7 @@ function event(base, { timestamp, level = "error", message, exception, tags = {}
     timestamp: (timestamp ?? Date.now()) / 1000,
     level,
     ...base,
-    ...(message !== undefined ? { message: { formatted: cut(message) } } : {}),
+    ...(message !== undefined ? { message: { formatted: message } } : {}),
     ...(exception ? { exception: { values: [exception] } } : {}),
     tags: { ...base.tags, ...tags },
     ...(extra ? { extra } : {}),
@@ -95,8 +104,8 @@ export function itemReports(item, env = {}) {
     out.push(
       event(base(), {
         timestamp: ex.timestamp,
-        exception: { type: ex.name || "Error", value: cut(String(ex.message ?? "")), mechanism: { type: "cloudflare-tail", handled: false } },
-        extra: ex.stack ? { stack: cut(String(ex.stack)) } : undefined,
+        exception: { type: ex.name || "Error", value: String(ex.message ?? ""), mechanism: { type: "cloudflare-tail", handled: false } },
+        extra: ex.stack ? { stack: String(ex.stack) } : undefined,
       }),
     );
   }
@@ -105,7 +114,7 @@ export function itemReports(item, env = {}) {
   }
   // Last, on the whole event: nothing leaves without passing the scrubber
   // (the event id, 32 hex digits, is added after it).
-  return out.map((e) => ({ event_id: eventId(), ...scrubValue(e) }));
+  return out.map((e) => ({ event_id: eventId(), ...cutStrings(scrubValue(e)) }));
 }
 
 /**

@@ -23,6 +23,19 @@ const versionsPost = (api, name) => api.requests.findIndex((q) => q.method === "
 
 before(() => ensureBuild());
 
+/**
+ * An environment's router and tail worker names, a stand-in (closed after
+ * the test) and a project; `seeded`: the router serves one old version.
+ */
+async function setup(t, env, { seeded = false } = {}) {
+  const [name, tail] = [workerName(env), tailName(env)];
+  const api = await startStandin();
+  t.after(() => api.close());
+  const project = makeProject(t);
+  const oldVersion = seeded ? api.seed(name, { tag: "0ldc0de", routes: workerRoutes(env) }) : null;
+  return { name, tail, api, project, oldVersion };
+}
+
 test("every deployable environment names its own tail worker, which tail-worker/wrangler.toml deploys under the same environment", () => {
   const router = parse(fs.readFileSync(path.join(REPO, "wrangler.toml"), "utf8"));
   const tail = parse(fs.readFileSync(TAIL_CONFIG, "utf8"));
@@ -42,10 +55,7 @@ test("every deployable environment names its own tail worker, which tail-worker/
 describe("deploy-worker.sh deploys the tail worker before the router", { concurrency: 2 }, () => {
   test("first deploy: the tail worker's script upload, then the router's, which names it as its tail consumer", async (t) => {
     const env = "staging";
-    const [name, tail] = [workerName(env), tailName(env)];
-    const api = await startStandin();
-    t.after(() => api.close());
-    const project = makeProject(t);
+    const { name, tail, api, project } = await setup(t, env);
     const r = await runDeploy([env], project.env(api));
     assert.equal(r.code, 0, explain(r));
     const [tailAt, routerAt] = [scriptPut(api, tail), scriptPut(api, name)];
@@ -64,13 +74,8 @@ describe("deploy-worker.sh deploys the tail worker before the router", { concurr
   });
 
   test("rollout: the tail worker before the version upload, which names it; each versions deploy patches it into the script settings", async (t) => {
-    const env = "production";
-    const [name, tail] = [workerName(env), tailName(env)];
-    const api = await startStandin();
-    t.after(() => api.close());
-    const project = makeProject(t);
-    api.seed(name, { tag: "0ldc0de", routes: workerRoutes(env) });
-    const r = await runDeploy([env], project.env(api, { ROLLOUT_PERCENTAGES: "100" }));
+    const { name, tail, api, project } = await setup(t, "production", { seeded: true });
+    const r = await runDeploy(["production"], project.env(api, { ROLLOUT_PERCENTAGES: "100" }));
     assert.equal(r.code, 0, explain(r));
     const [tailAt, uploadAt] = [scriptPut(api, tail), versionsPost(api, name)];
     assert.ok(tailAt >= 0 && uploadAt > tailAt, `the tail worker first: PUT ${tail} at ${tailAt}, versions upload at ${uploadAt}\n${explain(r)}`);
@@ -88,14 +93,9 @@ describe("deploy-worker.sh deploys the tail worker before the router", { concurr
   });
 
   test("the tail worker's deploy fails: exit 1, the router is neither uploaded nor moved", async (t) => {
-    const env = "staging";
-    const [name, tail] = [workerName(env), tailName(env)];
-    const api = await startStandin();
-    t.after(() => api.close());
-    const project = makeProject(t);
-    const oldVersion = api.seed(name, { tag: "0ldc0de", routes: workerRoutes(env) });
+    const { name, tail, api, project, oldVersion } = await setup(t, "staging", { seeded: true });
     api.failScriptPut(tail);
-    const r = await runDeploy([env], project.env(api));
+    const r = await runDeploy(["staging"], project.env(api));
     assert.equal(r.code, 1, explain(r));
     assert.match(r.stderr, /wrangler deploy of the tail worker gitlab-http-router-tail-staging .* failed: the router was not uploaded, traffic is unchanged/);
     assert.equal(versionsPost(api, name), -1, "no router upload");
@@ -105,9 +105,7 @@ describe("deploy-worker.sh deploys the tail worker before the router", { concurr
   });
 
   test("a tail consumer its config does not deploy: exit 2 before anything is written", async (t) => {
-    const api = await startStandin();
-    t.after(() => api.close());
-    const project = makeProject(t);
+    const { api, project } = await setup(t, "staging");
     const file = path.join(project.dir, "tail-worker", "wrangler.toml");
     fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace('name = "gitlab-http-router-tail-staging"', 'name = "some-other-worker"'));
     const r = await runDeploy(["staging"], project.env(api));

@@ -17,6 +17,7 @@ import { Miniflare } from "miniflare";
 import { ROOT, HEX32, TEST_BUILD, buildTestWorker, startRouter, freePort, request, eventually } from "./harness.mjs";
 import { SENT_HEADERS, scrubText, scrubValue, sentHeaders, stripUrl } from "../../tail-worker/scrub.mjs";
 import { parseDsn } from "../../tail-worker/sentry.mjs";
+import { itemReports } from "../../tail-worker/reports.mjs";
 
 const KEY = "e2epublickey";
 const PROJECT = "42";
@@ -482,6 +483,13 @@ describe("scrubbing (tail-worker/scrub.mjs)", () => {
       traceparent: trace,
       path: "/p?[redacted]",
     });
+  });
+
+  test("a long message is cut after it is scrubbed: a secret across the cut leaves nothing of itself", () => {
+    const text = `${"x".repeat(1995)} ${SECRETS.pat}`;
+    const [event] = itemReports({ outcome: "ok", logs: [{ level: "error", timestamp: 1, message: [text] }] });
+    assert.equal(event.message.formatted, `${"x".repeat(1995)} [red…`);
+    assert.ok(!event.message.formatted.includes("glpat-Pri"));
   });
 
   test("the DSN: the envelope endpoint and the public key; anything else is no DSN", () => {
