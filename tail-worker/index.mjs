@@ -13,7 +13,7 @@
 //   SENTRY_ENVIRONMENT  the event's `environment` (the router's wrangler environment)
 //   SENTRY_MAX_EVENTS   [20] events sent per tail batch; past it, one event counts the rest
 //   SENTRY_TIMEOUT_MS   [5000] how long the batch's sends may take in all
-import { bounded, itemReports } from "./reports.mjs";
+import { bounded, finished, itemDrafts } from "./reports.mjs";
 import { authHeader, envelope, parseDsn } from "./sentry.mjs";
 import { scrubText } from "./scrub.mjs";
 
@@ -57,9 +57,9 @@ export default {
       return;
     }
     const reports = bounded(
-      events.flatMap((item) => itemReports(item, env)),
+      events.flatMap((item) => itemDrafts(item, env)),
       setting(env.SENTRY_MAX_EVENTS, DEFAULT_MAX_EVENTS, 100),
-    );
+    ).map(finished);
     if (reports.length === 0) return;
     const timeoutMs = setting(env.SENTRY_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, 30_000);
     const signal = AbortSignal.timeout(timeoutMs);

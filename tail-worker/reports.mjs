@@ -7,7 +7,7 @@
 //   - an invocation that ended badly without one (outcome exceededCpu, exceededMemory, …).
 // Info and warn lines, and request lines without `error`, are not.
 import { eventId } from "./sentry.mjs";
-import { scrubText, scrubValue, sentHeaders, stripUrl } from "./scrub.mjs";
+import { scrubValue, sentHeaders, stripUrl } from "./scrub.mjs";
 
 /** Outcomes that are not the router's failure (a client that went away is not). */
 const FINE_OUTCOMES = new Set(["ok", "canceled", "responseStreamDisconnected"]);
@@ -77,8 +77,13 @@ function lineTags(line) {
   return tags;
 }
 
-/** The error events of one trace item, in the order they happened. */
-export function itemReports(item, env = {}) {
+/**
+ * The error events of one trace item, in the order they happened, as
+ * drafts: not scrubbed yet, no event id (`finished` makes them events).
+ * Drafts are cheap; scrubbing is not, so only the events that are sent
+ * are finished.
+ */
+export function itemDrafts(item, env = {}) {
   let shared;
   const base = () => (shared ??= context(item, env));
   const out = [];
@@ -112,29 +117,40 @@ export function itemReports(item, env = {}) {
   if (!FINE_OUTCOMES.has(item.outcome) && (item.exceptions ?? []).length === 0) {
     out.push(event(base(), { timestamp: item.eventTimestamp, message: `invocation ended with outcome ${item.outcome}` }));
   }
-  // Last, on the whole event: nothing leaves without passing the scrubber
-  // (the event id, 32 hex digits, is added after it).
-  return out.map((e) => ({ event_id: eventId(), ...cutStrings(scrubValue(e)) }));
+  return out;
 }
 
 /**
- * At most `limit` events: when there are more, the first `limit - 1` and
- * one event saying how many were dropped.
+ * A draft as it is sent: scrubbed whole (nothing leaves without passing
+ * the scrubber), its strings cut, and its event id (32 hex digits: added
+ * after the scrubber).
  */
-export function bounded(reports, limit) {
-  if (reports.length <= limit) return reports;
-  const kept = reports.slice(0, limit - 1);
-  const dropped = reports.length - kept.length;
-  const first = reports[0];
+export function finished(draft) {
+  return { event_id: eventId(), ...cutStrings(scrubValue(draft)) };
+}
+
+/** The events of one trace item, finished. */
+export function itemReports(item, env = {}) {
+  return itemDrafts(item, env).map(finished);
+}
+
+/**
+ * At most `limit` drafts: when there are more, the first `limit - 1` and
+ * one saying how many were dropped.
+ */
+export function bounded(drafts, limit) {
+  if (drafts.length <= limit) return drafts;
+  const kept = drafts.slice(0, limit - 1);
+  const dropped = drafts.length - kept.length;
+  const first = drafts[0];
   kept.push({
-    event_id: eventId(),
     timestamp: Date.now() / 1000,
     level: "warning",
     platform: "javascript",
     logger: "gitlab-http-router",
     ...(first.environment ? { environment: first.environment } : {}),
     ...(first.release ? { release: first.release } : {}),
-    message: { formatted: scrubText(`${dropped} more error events of one tail batch were dropped (at most ${limit} are sent per batch)`) },
+    message: { formatted: `${dropped} more error events of one tail batch were dropped (at most ${limit} are sent per batch)` },
     tags: { scope: "tail", outcome: first.tags?.outcome ?? "unknown" },
     extra: { dropped, limit },
   });
