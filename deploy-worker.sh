@@ -47,6 +47,9 @@
 #   WRANGLER                    [node_modules/.bin/wrangler]
 #   WRANGLER_CONFIG             [wrangler.toml beside this script]; its rules/
 #                               directory holds the rulesets
+#   TAIL_WORKER_CONFIG          [tail-worker/wrangler.toml beside WRANGLER_CONFIG]
+#                               the tail worker the environment's tail_consumers
+#                               names, deployed before the router
 #   RULESCTL                    [cargo run -q --bin rulesctl --] ruleset validator
 #
 # Exit status: 0 done (or nothing to do), 1 deploy failed (validation, wrangler,

@@ -11,6 +11,7 @@ import { checkRoutes } from "./routes.mjs";
 import { describeSplit, describeVersions, parsePercentages, planRollout, stepsToRun, versionSpecs } from "./rollout-plan.mjs";
 import { lastEntry } from "./wrangler.mjs";
 import { quoteWords } from "./shell-words.mjs";
+import { deployTailWorker, tailDeployArgs } from "./tail-worker.mjs";
 
 /** Seconds to wait after the 0 % deployment before the smoke test (overrides take a moment to reach every location). */
 const SMOKE_DELAY_DEFAULT = "5";
@@ -24,7 +25,7 @@ function seconds(value, name) {
 class Interrupted extends Error {}
 
 export class Deploy {
-  /** ctx: {settings, env, wrangler, api, record, dryRun, signal} */
+  /** ctx: {settings, env, wrangler, tail, tailWrangler, api, record, dryRun, signal} (tail: tail-worker.mjs, or null) */
   constructor(ctx) {
     Object.assign(this, ctx);
     this.worker = ctx.env.workerName;
@@ -108,6 +109,10 @@ export class Deploy {
   printDryRun(steps) {
     const { tag, message } = this.settings;
     this.wrangler.run(["deployments", "status", ...this.envArgs, "--json"]);
+    if (this.tail) {
+      process.stderr.write(`# then, before the router's first deploy or upload: the tail worker its tail_consumers names\n`);
+      this.tailWrangler.run(tailDeployArgs(this.tail, this.env.key, tag, message));
+    }
     process.stderr.write(`# if ${this.worker} does not exist yet, instead of what follows: wrangler ${quoteWords(["deploy", ...this.envArgs, "--tag", tag, "--message", message])}\n`);
     const patterns = this.env.routes.map((r) => (typeof r === "string" ? r : r.pattern)).join(", ");
     process.stderr.write(`# then: check that the routes (${patterns || "none"}) are published; if not: wrangler ${quoteWords(["triggers", "deploy", ...this.envArgs])}\n`);
@@ -134,6 +139,7 @@ export class Deploy {
     const { tag, message } = this.settings;
     say(`${this.worker} has no deployment yet: first deploy, straight to 100%`);
     this.record.update({ kind: "first-deploy" });
+    await this.deployTail();
     const r = await this.wrangler.run(["deploy", ...this.envArgs, "--tag", tag, "--message", message]);
     const deployed = lastEntry(r.entries, "deploy");
     if (r.status !== 0) {
@@ -199,8 +205,16 @@ export class Deploy {
     return true;
   }
 
+  /** The tail consumer the router's config names, before the router that names it. */
+  async deployTail() {
+    if (!this.tail) return;
+    const { tag, message } = this.settings;
+    await deployTailWorker({ tail: this.tail, wrangler: this.tailWrangler, envKey: this.env.key, tag, message, record: this.record, traffic: this.state });
+  }
+
   async upload() {
     const { tag, message } = this.settings;
+    await this.deployTail();
     const r = await this.wrangler.run(["versions", "upload", ...this.envArgs, "--tag", tag, "--message", message]);
     if (r.status !== 0) {
       this.record.finish("failed", { traffic: this.state, problem: "wrangler versions upload failed" });

@@ -15,6 +15,7 @@ import { rollback } from "./rollback.mjs";
 import { PlanError } from "./rollout-plan.mjs";
 import { newRecord, RecordFile } from "./rollout-record.mjs";
 import { readSettings } from "./settings.mjs";
+import { checkTailWorker } from "./tail-worker.mjs";
 import { readWranglerConfig } from "./wrangler-config.mjs";
 import { Wrangler } from "./wrangler.mjs";
 
@@ -58,13 +59,16 @@ async function main(argv) {
   }
 
   await validateRulesets(settings, config, env);
+  const tail = checkTailWorker(settings, env);
   checkChangeLock(settings, [env.key]);
   await buildWorker(settings, args.dryRun);
 
   const recordFile = args.dryRun ? null : settings.recordFile || path.join(ROOT, "rollout-records", `${env.key}.json`);
   const record = new RecordFile(recordFile, newRecord({ environment: env.key, workerName: env.workerName, tag: settings.tag, message: settings.message }));
   const controller = new AbortController();
-  const deploy = new Deploy({ settings, env, wrangler, api: new CloudflareApi(), record, dryRun: args.dryRun, signal: controller.signal });
+  // The tail worker's wrangler: the same output file; its config is in its arguments.
+  const tailWrangler = tail && new Wrangler({ ...wrangler, configArgs: [] });
+  const deploy = new Deploy({ settings, env, wrangler, tail, tailWrangler, api: new CloudflareApi(), record, dryRun: args.dryRun, signal: controller.signal });
   const onSignal = (name) => {
     if (deploy.rolloutActive) {
       say(`${name}: stopping the rollout`);

@@ -22,6 +22,7 @@ export function newRecord({ environment, workerName, tag, message, now = new Dat
     old_version: null,
     new_version: null,
     routes: null, // {missing, uncheckable, published}
+    tail_worker: null, // {name, version}: the tail consumer deployed first
     steps: [], // {percentage, smoke?, deployment_id, deployed_at, health?}
     rollback: null, // {to, deployment_id, at, ok}
     outcome: "in-progress", // completed | unchanged | rolled-back | rollback-failed | failed | refused

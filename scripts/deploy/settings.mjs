@@ -41,6 +41,8 @@ export function readSettings(env, root) {
     root,
     configFile: env.WRANGLER_CONFIG || path.join(root, "wrangler.toml"),
     configGiven: Boolean(env.WRANGLER_CONFIG),
+    // The tail worker's config: tail-worker/wrangler.toml beside the router's.
+    tailConfigFile: env.TAIL_WORKER_CONFIG || path.join(path.dirname(env.WRANGLER_CONFIG || path.join(root, "wrangler.toml")), "tail-worker", "wrangler.toml"),
     wrangler: words(env.WRANGLER || path.join(root, "node_modules/.bin/wrangler")),
     rulesctl: words(env.RULESCTL || "cargo run -q --bin rulesctl --"),
     token: env.CLOUDFLARE_API_TOKEN || "",

@@ -1,5 +1,5 @@
 // wrangler.toml as the deploy program needs it: the deployable environments,
-// each with its Worker name, vars and routes.
+// each with its Worker name, vars, routes and tail consumers.
 import fs from "node:fs";
 import { parse } from "smol-toml";
 
@@ -8,8 +8,9 @@ export const LOCAL_ONLY = ["dev"];
 
 /**
  * Parses wrangler.toml text: {environments, environment(name)}. An
- * environment is {key, workerName, vars, routes}; routes are wrangler's
- * entries (a pattern string, or {pattern, zone_name | zone_id | custom_domain}).
+ * environment is {key, workerName, vars, routes, tailConsumers}; routes are wrangler's
+ * entries (a pattern string, or {pattern, zone_name | zone_id | custom_domain});
+ * tailConsumers wrangler's `tail_consumers` entries.
  */
 export function parseWranglerConfig(text, file = "wrangler.toml") {
   const doc = parse(text);
@@ -26,6 +27,8 @@ export function parseWranglerConfig(text, file = "wrangler.toml") {
         workerName: typeof env.name === "string" ? env.name : null,
         vars: env.vars && typeof env.vars === "object" ? env.vars : {},
         routes: Array.isArray(env.routes) ? env.routes : env.route ? [env.route] : [],
+        // `[{service}]`: the Workers handed this environment's invocations (not inherited).
+        tailConsumers: Array.isArray(env.tail_consumers) ? env.tail_consumers : [],
       };
     },
   };

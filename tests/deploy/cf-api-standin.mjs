@@ -11,6 +11,7 @@
 //                            (and its routes published)
 //   api.failDeploymentPost(3) -> the 3rd POST .../deployments answers 500
 //   api.failRoutesPut(1)   -> the 1st PUT .../scripts/:name/routes answers 500
+//   api.failScriptPut(name) -> every PUT .../scripts/:name (wrangler deploy) answers 500
 //   api.requests           -> [{method, path, query, json?, text?, parts?, status}]
 //   api.unknown            -> the requests nothing here implements
 //   await api.close()
@@ -31,6 +32,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
   const failingPosts = new Set();
   let routesPuts = 0;
   const failingRoutesPuts = new Set();
+  const failingScriptPuts = new Set();
   let clock = Date.parse("2026-05-01T10:00:00Z");
   const now = () => new Date((clock += 1000)).toISOString();
 
@@ -220,6 +222,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
         let script = scripts.get(name);
         // PUT scripts/:name: wrangler deploy (creates the Worker, a version and a 100 % deployment).
         if (sub === "" && req.method === "PUT") {
+          if (failingScriptPuts.has(name)) return reply(500, failure(10013, `stand-in: PUT scripts/${name} fails on purpose`));
           if (!record.parts) return reply(400, failure(10000, "expected a multipart body"));
           script ??= newScript(name);
           script.modified_on = now();
@@ -351,6 +354,9 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     },
     failRoutesPut(n) {
       failingRoutesPuts.add(n);
+    },
+    failScriptPut(name) {
+      failingScriptPuts.add(name);
     },
     /** the POST .../deployments bodies that succeeded, oldest first */
     deploymentsPosted(name) {

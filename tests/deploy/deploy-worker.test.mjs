@@ -285,8 +285,10 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.ok(lines.every((l) => l.startsWith("DRY-RUN: ")), r.stdout);
     const wrangler = lines.filter((l) => l.startsWith("DRY-RUN: wrangler "));
     assert.equal(wrangler[0], `DRY-RUN: wrangler deployments status --env ${ENV} --json`);
-    assert.equal(wrangler[1], `DRY-RUN: wrangler versions upload --env ${ENV} --tag abc1234 --message 'test deploy'`);
-    const deploys = wrangler.slice(2);
+    // The tail worker the router's tail_consumers names, before the router (tail-worker.test.mjs).
+    assert.equal(wrangler[1], `DRY-RUN: wrangler deploy --config ${path.join(project.dir, "tail-worker", "wrangler.toml")} --env ${ENV} --tag abc1234 --message 'test deploy'`);
+    assert.equal(wrangler[2], `DRY-RUN: wrangler versions upload --env ${ENV} --tag abc1234 --message 'test deploy'`);
+    const deploys = wrangler.slice(3);
     assert.equal(deploys.length, 6);
     assert.match(deploys[0], /^DRY-RUN: wrangler versions deploy <new-version-id>@0% <current-version-id>@100% --env staging --yes /);
     assert.match(deploys[1], /^DRY-RUN: wrangler versions deploy <new-version-id>@5% <current-version-id>@95% --env staging --yes /);

@@ -26,7 +26,8 @@ export function ensureBuild() {
  * A temp project: wrangler.toml is the repo's, with `main` made absolute and
  * the [build] table left out (its command builds in the repo, and SKIP_BUILD
  * means the prebuilt build/ is what ships); rules/ links to the repo's;
- * build/ is a copy, so a concurrent rebuild cannot change it mid-test.
+ * build/ is a copy, so a concurrent rebuild cannot change it mid-test;
+ * tail-worker/ is a copy too.
  */
 export function makeProject(t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "deploy-test-"));
@@ -42,6 +43,8 @@ export function makeProject(t) {
   fs.writeFileSync(path.join(dir, "wrangler.toml"), config);
   fs.symlinkSync(path.join(REPO, "rules"), path.join(dir, "rules"));
   fs.cpSync(path.join(REPO, "build"), path.join(dir, "build"), { recursive: true });
+  // The tail worker (deployed first, from tail-worker/wrangler.toml beside wrangler.toml).
+  fs.cpSync(path.join(REPO, "tail-worker"), path.join(dir, "tail-worker"), { recursive: true });
   for (const sub of ["home", "xdg", "tmp"]) fs.mkdirSync(path.join(dir, sub));
   // No change lock unless a test writes one.
   fs.writeFileSync(path.join(dir, "change-lock.toml"), "");
