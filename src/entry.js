@@ -316,26 +316,26 @@ function response(field) {
 }
 
 /** Writes a request's log line as its plan says, once the status is known. */
-function writeLog(head, tail, minStatus, status, started) {
+function writeLog(head, tail, minStatus, status, duration) {
   if (head !== "" && status >= Number(minStatus)) {
-    console.log(`${head}"status":${status},"duration_ms":${Date.now() - started}${tail}`);
+    console.log(`${head}"status":${status},"duration_ms":${duration}${tail}`);
   }
 }
 
 /**
  * Writes a request's data point (docs/metrics.md): the plan's items
  * (`point`, router_core::metrics) as blobs and doubles, with the status
- * class and the duration, which only the entry knows; `errorKind` replaces
+ * class and the duration (the log line's), which only the entry knows; `errorKind` replaces
  * the plan's when a step here failed. Nothing without a dataset or a
  * point; never throws into the request.
  */
-function writePoint(point, status, started, errorKind) {
+function writePoint(point, status, duration, errorKind) {
   if (point === "" || dataset === undefined) return;
   try {
     const m = point.split(ITEM);
     const blobs = m.slice(0, POINT_ERROR_KIND);
     blobs.push(`${(status / 100) | 0}xx`, errorKind ?? m[POINT_ERROR_KIND]);
-    const doubles = [Date.now() - started];
+    const doubles = [duration];
     for (let i = POINT_DOUBLES_FROM; i < m.length; i++) doubles.push(Number(m[i]));
     dataset.writeDataPoint({ indexes: [m[POINT_CELL]], blobs, doubles });
   } catch {
@@ -351,8 +351,9 @@ function fail(field, why, head, started, point, errorKind) {
   const cut = field.indexOf(ITEM);
   const answer = response(field.slice(cut + 1));
   const escaped = JSON.stringify(why).slice(1, -1);
-  console.log(`${head}"status":${answer.status},"duration_ms":${Date.now() - started}${field.slice(0, cut)}${escaped}"}`);
-  writePoint(point, answer.status, started, errorKind);
+  const duration = Date.now() - started;
+  console.log(`${head}"status":${answer.status},"duration_ms":${duration}${field.slice(0, cut)}${escaped}"}`);
+  writePoint(point, answer.status, duration, errorKind);
   return answer;
 }
 
@@ -367,8 +368,9 @@ const { POINT, POINT_CELL, POINT_ERROR_KIND, POINT_DOUBLES_FROM } = W;
 /** An answer plan's fields as its Response, logged and counted. */
 function answered(f, started) {
   const res = response(f[W.ANSWER]);
-  writeLog(f[W.ANSWER_LOG_HEAD], f[W.ANSWER_LOG_TAIL], f[W.ANSWER_LOG_MIN_STATUS], res.status, started);
-  writePoint(f[W.ANSWER_POINT] ?? "", res.status, started);
+  const duration = Date.now() - started;
+  writeLog(f[W.ANSWER_LOG_HEAD], f[W.ANSWER_LOG_TAIL], f[W.ANSWER_LOG_MIN_STATUS], res.status, duration);
+  writePoint(f[W.ANSWER_POINT] ?? "", res.status, duration);
   return res;
 }
 
@@ -454,8 +456,9 @@ async function apply(request, client, method, drops, plan, started) {
     const left = started + deadline - Date.now();
     if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
   }
-  writeLog(logHead, f[LOG_TAIL], f[LOG_MIN_STATUS], status, started);
-  writePoint(f[POINT], status, started);
+  const duration = Date.now() - started;
+  writeLog(logHead, f[LOG_TAIL], f[LOG_MIN_STATUS], status, duration);
+  writePoint(f[POINT], status, duration);
   return upstream;
 }
 
