@@ -835,13 +835,16 @@ fn every_plan_carries_its_data_point_when_the_dataset_is_bound() {
         ("GITLAB_REQUEST_LOG", "errors"),
         ("GITLAB_ENVIRONMENT", "staging"),
     ];
+    let (unbound, _) = isolate_with(vars);
+    let req = incoming(&unbound, "https://gitlab.com/help", &[]);
+    let routed = decided(&unbound, &req);
+    let f = forward_of(plan(&unbound, &req, Some(&routed)));
+    assert_eq!(f.log.point, "", "no dataset, no point");
     let (mut iso, _) = isolate_with(vars);
-    let req = incoming(&iso, "https://gitlab.com/help", &[]);
-    let routed = decided(&iso, &req);
-    let unbound = forward_of(plan(&iso, &req, Some(&routed)));
-    assert_eq!(unbound.log.point, "", "no dataset, no point");
     iso.state.metrics = true;
     iso.state.version = Some("v-7".into());
+    let req = incoming(&iso, "https://gitlab.com/help", &[]);
+    let routed = decided(&iso, &req);
     let f = forward_of(plan(&iso, &req, Some(&routed)));
     assert_eq!(f.log.min_status, 500, "a routine line is not logged");
     let items: Vec<&str> = f.log.point.split(crate::wire::ITEM).collect();
