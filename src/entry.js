@@ -334,7 +334,8 @@ function writePoint(point, status, duration, errorKind) {
   try {
     const m = point.split(ITEM);
     const blobs = m.slice(0, POINT_ERROR_KIND);
-    blobs.push(`${(status / 100) | 0}xx`, errorKind ?? m[POINT_ERROR_KIND]);
+    // The status class: the status's first digit, `2xx`.
+    blobs.push(`${String(status).charAt(0)}xx`, errorKind ?? m[POINT_ERROR_KIND]);
     const doubles = [duration];
     for (let i = POINT_DOUBLES_FROM; i < m.length; i++) doubles.push(Number(m[i]));
     dataset.writeDataPoint({ indexes: [m[POINT_CELL]], blobs, doubles });
