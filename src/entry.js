@@ -175,6 +175,13 @@ function loadSetup(env) {
   };
 }
 
+/**
+ * The Analytics Engine dataset the plans' data points go to, from the
+ * environment (the same for every request of an isolate; Rust plans no
+ * point without it).
+ */
+let dataset;
+
 /** Notes in `answered` (setup's) that circuit `circuit` (the plan's index) answered now. */
 function noteAnswered(answered, circuit) {
   // A view of a memory that has grown since is detached (length 0).
@@ -310,18 +317,45 @@ function response(field) {
 }
 
 /** Writes a request's log line as its plan says, once the status is known. */
-function writeLog(head, tail, minStatus, status, started) {
+function writeLog(head, tail, minStatus, status, duration) {
   if (head !== "" && status >= Number(minStatus)) {
-    console.log(`${head}"status":${status},"duration_ms":${Date.now() - started}${tail}`);
+    console.log(`${head}"status":${status},"duration_ms":${duration}${tail}`);
   }
 }
 
-/** A failure field (`log error opening ITEM answer`): its answer, logged with `why`. */
-function fail(field, why, head, started) {
+/**
+ * Writes a request's data point (docs/metrics.md): the plan's items
+ * (`point`, router_core::metrics) as blobs and doubles, with the status
+ * class and the duration (the log line's), which only the entry knows; `errorKind` replaces
+ * the plan's when a step here failed. Nothing without a dataset or a
+ * point; never throws into the request.
+ */
+function writePoint(point, status, duration, errorKind) {
+  if (point === "" || dataset === undefined) return;
+  try {
+    const m = point.split(ITEM);
+    const blobs = m.slice(0, POINT_ERROR_KIND);
+    // The status class: the status's first digit, `2xx`.
+    blobs.push(`${String(status).charAt(0)}xx`, errorKind ?? m[POINT_ERROR_KIND]);
+    const doubles = [duration];
+    for (let i = POINT_DOUBLES_FROM; i < m.length; i++) doubles.push(Number(m[i]));
+    dataset.writeDataPoint({ indexes: [m[POINT_CELL]], blobs, doubles });
+  } catch {
+    // A metrics failure is no reason to fail the request.
+  }
+}
+
+/**
+ * A failure field (`log error opening ITEM answer`): its answer, logged
+ * with `why`, its data point with `errorKind`.
+ */
+function fail(field, why, head, started, point, errorKind) {
   const cut = field.indexOf(ITEM);
   const answer = response(field.slice(cut + 1));
   const escaped = JSON.stringify(why).slice(1, -1);
-  console.log(`${head}"status":${answer.status},"duration_ms":${Date.now() - started}${field.slice(0, cut)}${escaped}"}`);
+  const duration = Date.now() - started;
+  console.log(`${head}"status":${answer.status},"duration_ms":${duration}${field.slice(0, cut)}${escaped}"}`);
+  writePoint(point, answer.status, duration, errorKind);
   return answer;
 }
 
@@ -331,11 +365,14 @@ function fail(field, why, head, started) {
 const { URL: TARGET_URL, DROP, SIGN_INPUT, SIGN_HEADER, SIGN_FAILURE, UPSTREAM_FAILURE_LOG } = W;
 const { LOG_HEAD, LOG_TAIL, LOG_MIN_STATUS, HELD_STATUS, DEADLINE } = W;
 const { REPORT, CIRCUIT, REPORT_FROM, REPORT_TO, HEADERS_TIMEOUT, BODY, SET_FROM } = W;
+const { POINT, POINT_CELL, POINT_ERROR_KIND, POINT_DOUBLES_FROM } = W;
 
-/** An answer plan's fields as its Response, logged. */
+/** An answer plan's fields as its Response, logged and counted. */
 function answered(f, started) {
   const res = response(f[W.ANSWER]);
-  writeLog(f[W.ANSWER_LOG_HEAD], f[W.ANSWER_LOG_TAIL], f[W.ANSWER_LOG_MIN_STATUS], res.status, started);
+  const duration = Date.now() - started;
+  writeLog(f[W.ANSWER_LOG_HEAD], f[W.ANSWER_LOG_TAIL], f[W.ANSWER_LOG_MIN_STATUS], res.status, duration);
+  writePoint(f[W.ANSWER_POINT] ?? "", res.status, duration);
   return res;
 }
 
@@ -378,7 +415,7 @@ async function apply(request, client, method, drops, plan, started) {
     try {
       headers.set(f[SIGN_HEADER], await signToken(f[SIGN_INPUT]));
     } catch (error) {
-      if (f[SIGN_FAILURE] !== "") return fail(f[SIGN_FAILURE], errorMessage(error), logHead, started);
+      if (f[SIGN_FAILURE] !== "") return fail(f[SIGN_FAILURE], errorMessage(error), logHead, started, f[POINT], W.SIGNING_FAILED_KIND);
     }
   }
   // A listed cell's address (its circuit): the entry writes when it
@@ -401,7 +438,7 @@ async function apply(request, client, method, drops, plan, started) {
   } catch (error) {
     clearTimeout(timer);
     if (report !== "") reportOutcome(circuit, report, W.FETCH_FAILED, sent, false);
-    return fail(`${f[UPSTREAM_FAILURE_LOG]}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started);
+    return fail(`${f[UPSTREAM_FAILURE_LOG]}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started, f[POINT], W.UPSTREAM_FAILED_KIND);
   }
   clearTimeout(timer);
   const status = upstream.status;
@@ -421,7 +458,9 @@ async function apply(request, client, method, drops, plan, started) {
     const left = started + deadline - Date.now();
     if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
   }
-  writeLog(logHead, f[LOG_TAIL], f[LOG_MIN_STATUS], status, started);
+  const duration = Date.now() - started;
+  writeLog(logHead, f[LOG_TAIL], f[LOG_MIN_STATUS], status, duration);
+  writePoint(f[POINT], status, duration);
   return upstream;
 }
 
@@ -469,6 +508,7 @@ try {
 export default {
   async fetch(request, env, ctx) {
     const started = Date.now();
+    dataset = env[W.POINT_BINDING];
     try {
       if (setup === undefined) {
         setup = loadSetup(env);

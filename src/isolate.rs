@@ -67,6 +67,8 @@ impl Isolate {
             .and_then(|m| js_sys::Reflect::get(&m, &"id".into()).ok())
             .and_then(|id| id.as_string())
             .filter(|id| !id.is_empty());
+        iso.state.metrics = js_sys::Reflect::get(env, &router_core::metrics::BINDING.into())
+            .is_ok_and(|dataset| dataset.is_object());
         let binding = js_sys::Reflect::get(env, &control::BINDING.into())
             .ok()
             .filter(JsValue::is_object);

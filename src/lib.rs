@@ -186,7 +186,12 @@ pub fn dropped_by(name: &str, drop: &str) -> bool {
 /// log line with `message`.
 #[wasm_bindgen(js_name = internalError)]
 pub fn internal_error(message: &str) -> String {
-    forward::build::internal_error(message).encode()
+    let iso = made_isolate();
+    let metrics = iso
+        .as_ref()
+        .filter(|iso| iso.state.metrics)
+        .map(|iso| iso.state.config.environment.as_str());
+    forward::build::internal_error(message, metrics).encode()
 }
 
 /// The entry's report of an upstream outcome for circuit `circuit` (the

@@ -72,9 +72,14 @@ function workers({ s, sinkAddr, ts, peers }) {
     GITLAB_PROXY_HOST: sinkAddr,
     GITLAB_UPSTREAM_SCHEME: "http",
     GITLAB_ALLOWED_UPSTREAMS: sinkAddr,
+    GITLAB_ENVIRONMENT: "bench",
   });
-  const router = { scriptPath: join(ROOT, "build", "index.js") };
-  const base = s.baseBuild ? { scriptPath: join(s.baseBuild, "index.js"), modulesRoot: s.baseBuild } : null;
+  // The metrics dataset every deployed environment binds (docs/metrics.md):
+  // Miniflare's emulation, whose writeDataPoint keeps nothing, so a row
+  // counts the router's work for the point and the call, not the store's.
+  const metrics = { analyticsEngineDatasets: { ROUTER_METRICS: { dataset: "gitlab_http_router_bench" } } };
+  const router = { scriptPath: join(ROOT, "build", "index.js"), ...metrics };
+  const base = s.baseBuild ? { scriptPath: join(s.baseBuild, "index.js"), modulesRoot: s.baseBuild, ...metrics } : null;
   // modulesRoot: workerd refuses module names that climb out with "..".
   const floor = { scriptPath: join(peers, "js-floor.mjs"), modulesRoot: peers };
   const peer = { scriptPath: join(peers, "js-router.mjs"), modulesRoot: peers };

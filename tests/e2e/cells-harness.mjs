@@ -9,9 +9,10 @@ import { startReady, startRouter, stopChild, topologyToml, request, freePort, sc
 /**
  * Cells 1..cellCount (cell 1 is the legacy cell), a Topology Service that
  * knows them (unless `topology: false`), and `routers` copies of the router
- * with GITLAB_CELLS listing every cell.
+ * with GITLAB_CELLS listing every cell (`routerVars`, `routerOptions`: per
+ * router, as startRouter takes them).
  */
-export async function startCells({ cellCount = 3, vars = {}, routers = 1, topology = true, build = "build", list = (l) => l, extraWorkers = [] } = {}) {
+export async function startCells({ cellCount = 3, vars = {}, routers = 1, topology = true, build = "build", list = (l) => l, extraWorkers = [], routerVars = [], routerOptions = [] } = {}) {
   const stack = { children: [], logs: [], cells: {} };
   try {
     for (let id = 1; id <= cellCount; id++) {
@@ -44,7 +45,7 @@ export async function startCells({ cellCount = 3, vars = {}, routers = 1, topolo
     };
     // ROUTER_CONTROL as every deployment binds it: the probe's record
     // reaches every isolate through it.
-    stack.mf = await startRouter(stack.vars, stack.logs, { routers, build, control: true, extraWorkers });
+    stack.mf = await startRouter(stack.vars, stack.logs, { routers, build, control: true, extraWorkers, routerVars, routerOptions });
     stack.urls = [];
     for (let i = 0; i < routers; i++) {
       stack.urls.push((await stack.mf.unsafeGetDirectURL(i === 0 ? "router" : `router-${i}`)).toString().replace(/\/$/, ""));

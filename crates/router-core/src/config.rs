@@ -50,6 +50,7 @@ pub mod vars {
     pub const SMOKE_TEST_SECRET: &str = "GITLAB_SMOKE_TEST_SECRET";
     pub const CONTROL_REFRESH: &str = "GITLAB_CONTROL_REFRESH_SECONDS";
     pub const NOT_FOUND_DELAY_MS: &str = "GITLAB_NOT_FOUND_DELAY_MS";
+    pub const ENVIRONMENT: &str = "GITLAB_ENVIRONMENT";
 }
 
 /// Everything the edge needs, parsed once per isolate.
@@ -89,6 +90,9 @@ pub struct Config {
     /// must carry (the deploy's smoke test sends it); `None`: every such
     /// request is refused.
     pub smoke_test_secret: Option<String>,
+    /// The deployment's name in every metrics data point (blob1; empty
+    /// when not set).
+    pub environment: String,
 }
 
 /// The control document's default refresh interval.
@@ -371,6 +375,7 @@ impl Config {
             not_found_delay,
             control_refresh_secs,
             smoke_test_secret: get(vars::SMOKE_TEST_SECRET),
+            environment: get(vars::ENVIRONMENT).unwrap_or_default(),
         };
         (config, problems)
     }

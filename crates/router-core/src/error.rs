@@ -82,5 +82,33 @@ pub enum RouterError {
     },
 }
 
+impl RouterError {
+    /// The error's name in a metrics data point (docs/metrics.md, blob10):
+    /// one word per variant, nothing of its message.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RouterError::TopologyUnreachable(_) => "topology_unreachable",
+            RouterError::TopologyTimeout(_) => "topology_timeout",
+            RouterError::TopologyStatus(_) => "topology_status",
+            RouterError::TopologyGuarded(_) => "topology_guarded",
+            RouterError::TopologyBadAnswer(_) => "topology_bad_answer",
+            RouterError::LearnUnreachable(_) => "learn_unreachable",
+            RouterError::LearnTimeout(_) => "learn_timeout",
+            RouterError::LearnStatus(_) => "learn_status",
+            RouterError::LearnBadAnswer(_) => "learn_bad_answer",
+            RouterError::LearnGuarded(_) => "learn_guarded",
+            RouterError::NoRegistryAddress => "no_registry_address",
+            RouterError::UpstreamNotAllowed(_) => "upstream_not_allowed",
+            RouterError::NoLegacyCell => "no_legacy_cell",
+            RouterError::SigningUnavailable => "signing_unavailable",
+            RouterError::SigningFailed(_) => "signing_failed",
+            RouterError::UpstreamUnreachable(_) => "upstream_unreachable",
+            RouterError::Internal(_) => "internal",
+            RouterError::CellUnavailable { .. } => "cell_unavailable",
+            RouterError::OutageUnavailable { .. } => "outage_unavailable",
+        }
+    }
+}
+
 // What a client sees for each error (its status, public message and
 // answer) is forward::answer's: the one place errors map to statuses.

@@ -47,6 +47,9 @@ pub struct IsolateState {
     pub health: RefCell<CellHealth>,
     /// The Worker version answering, named in every log line.
     pub version: Option<String>,
+    /// Whether the metrics dataset ([`crate::metrics::BINDING`]) is bound:
+    /// every plan then carries its data point.
+    pub metrics: bool,
 }
 
 impl IsolateState {
@@ -89,6 +92,7 @@ impl IsolateState {
             relied_on,
             health,
             version: None,
+            metrics: false,
         }
     }
 
@@ -104,6 +108,7 @@ impl IsolateState {
             health: &self.health,
             logging,
             passthrough,
+            metrics: self.metrics.then_some(self.config.environment.as_str()),
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod error;
 pub mod hex;
 pub mod json;
 pub mod log;
+pub mod metrics;
 pub mod platform;
 pub mod question;
 pub mod request;

@@ -53,6 +53,10 @@ pub struct RequestLog<'a> {
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The last error's kind ([`crate::RouterError::kind`] or a name of
+    /// its own), for the metrics data point only ([`crate::metrics`]).
+    #[serde(skip)]
+    pub error_kind: Option<&'static str>,
 }
 
 impl RequestLog<'_> {
@@ -83,6 +87,12 @@ impl RequestLog<'_> {
             }
             None => self.error = Some(error.to_string()),
         }
+    }
+
+    /// [`RequestLog::add_error`], its kind named in the data point.
+    pub fn add_error_of_kind(&mut self, kind: &'static str, error: impl std::fmt::Display) {
+        self.error_kind = Some(kind);
+        self.add_error(error);
     }
 
     /// The opening of the `error` field for a failure the entry meets
@@ -150,6 +160,7 @@ impl RequestLog<'_> {
             status: _,
             duration_ms: _,
             error: _,
+            error_kind: _,
         } = self;
         // `key` is the field's `"name":` whole: one copy (a `memory.copy`,
         // which workerd runs as a call) instead of three pushes.
@@ -440,6 +451,7 @@ mod tests {
             status: None,
             duration_ms: 0,
             error: Some(odd.to_string()),
+            error_kind: Some("topology_timeout"),
         };
         let mut logs = vec![full, RequestLog::default()];
         for level in [

@@ -73,24 +73,27 @@ pub mod field {
     pub const LOG_HEAD: usize = 7;
     pub const LOG_TAIL: usize = 8;
     pub const LOG_MIN_STATUS: usize = 9;
+    /// The metrics data point's items ([`crate::metrics`]; empty: none).
+    pub const POINT: usize = 10;
     /// The status held to the deadline (0: none held).
-    pub const HELD_STATUS: usize = 10;
-    pub const DEADLINE: usize = 11;
+    pub const HELD_STATUS: usize = 11;
+    pub const DEADLINE: usize = 12;
     /// The report's flags (empty: nothing reported).
-    pub const REPORT: usize = 12;
-    pub const CIRCUIT: usize = 13;
-    pub const REPORT_FROM: usize = 14;
-    pub const REPORT_TO: usize = 15;
-    pub const HEADERS_TIMEOUT: usize = 16;
-    pub const BODY: usize = 17;
+    pub const REPORT: usize = 13;
+    pub const CIRCUIT: usize = 14;
+    pub const REPORT_FROM: usize = 15;
+    pub const REPORT_TO: usize = 16;
+    pub const HEADERS_TIMEOUT: usize = 17;
+    pub const BODY: usize = 18;
     /// The headers to set follow, a field each for a name and its value.
-    pub const SET_FROM: usize = 18;
+    pub const SET_FROM: usize = 19;
 
     // An answer plan (`A`).
     pub const ANSWER: usize = 1;
     pub const ANSWER_LOG_HEAD: usize = 2;
     pub const ANSWER_LOG_TAIL: usize = 3;
     pub const ANSWER_LOG_MIN_STATUS: usize = 4;
+    pub const ANSWER_POINT: usize = 5;
 }
 
 /// A forward plan's fields before the headers it sets.
@@ -100,7 +103,7 @@ pub const FORWARD_FIXED_FIELDS: usize = field::SET_FROM;
 /// input with, by the name entry.js uses for it, as one JSON object the
 /// entry parses once (a literal: one string in the wasm instead of code
 /// that builds an object; held to the constants above by a test).
-pub const LAYOUT: &str = r#"{"FIELD":"\u0000","ITEM":"\u0001","SEPARATOR":"\u0000","HEADER_ABSENT":"\u0001","PLAN_TOO_LONG":-2,"KIND_ANSWER":"A","FETCH_FAILED":0,"NO_HEADERS":1,"RETRY_AFTER":"retry-after","KINDS_MAX":256,"URL":1,"DROP":2,"SIGN_INPUT":3,"SIGN_HEADER":4,"SIGN_FAILURE":5,"UPSTREAM_FAILURE_LOG":6,"LOG_HEAD":7,"LOG_TAIL":8,"LOG_MIN_STATUS":9,"HELD_STATUS":10,"DEADLINE":11,"REPORT":12,"CIRCUIT":13,"REPORT_FROM":14,"REPORT_TO":15,"HEADERS_TIMEOUT":16,"BODY":17,"SET_FROM":18,"ANSWER":1,"ANSWER_LOG_HEAD":2,"ANSWER_LOG_TAIL":3,"ANSWER_LOG_MIN_STATUS":4}"#;
+pub const LAYOUT: &str = r#"{"FIELD":"\u0000","ITEM":"\u0001","SEPARATOR":"\u0000","HEADER_ABSENT":"\u0001","PLAN_TOO_LONG":-2,"KIND_ANSWER":"A","FETCH_FAILED":0,"NO_HEADERS":1,"RETRY_AFTER":"retry-after","KINDS_MAX":256,"URL":1,"DROP":2,"SIGN_INPUT":3,"SIGN_HEADER":4,"SIGN_FAILURE":5,"UPSTREAM_FAILURE_LOG":6,"LOG_HEAD":7,"LOG_TAIL":8,"LOG_MIN_STATUS":9,"POINT":10,"HELD_STATUS":11,"DEADLINE":12,"REPORT":13,"CIRCUIT":14,"REPORT_FROM":15,"REPORT_TO":16,"HEADERS_TIMEOUT":17,"BODY":18,"SET_FROM":19,"ANSWER":1,"ANSWER_LOG_HEAD":2,"ANSWER_LOG_TAIL":3,"ANSWER_LOG_MIN_STATUS":4,"ANSWER_POINT":5,"POINT_BINDING":"ROUTER_METRICS","POINT_CELL":7,"POINT_ERROR_KIND":8,"POINT_DOUBLES_FROM":9,"SIGNING_FAILED_KIND":"signing_failed","UPSTREAM_FAILED_KIND":"upstream_unreachable"}"#;
 
 /// A response the router gives itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +135,9 @@ pub struct LogPlan {
     pub tail: String,
     /// The line is written when the status is at least this (0: always).
     pub min_status: u16,
+    /// The metrics data point's items ([`crate::metrics::point`]), written
+    /// whatever the status; empty: no point (no dataset bound).
+    pub point: String,
 }
 
 /// What a step that fails in the entry (signing, the upstream fetch)
@@ -315,19 +321,23 @@ fn push_log(out: &mut String, log: Option<&LogPlan>) {
         out.push_str(&log.tail);
         out.push(FIELD);
         push_status(out, log.min_status);
+        out.push(FIELD);
+        out.push_str(&log.point);
     } else {
+        out.push(FIELD);
         out.push(FIELD);
         out.push(FIELD);
     }
 }
 
-fn parse_log(head: &str, tail: &str, min_status: &str) -> Option<Option<LogPlan>> {
+fn parse_log(head: &str, tail: &str, min_status: &str, point: &str) -> Option<Option<LogPlan>> {
     if head.is_empty() {
-        return Some(None);
+        return point.is_empty().then_some(None);
     }
     Some(Some(LogPlan {
         head: head.to_string(),
         tail: tail.to_string(),
+        point: point.to_string(),
         min_status: min_status.parse().ok()?,
     }))
 }
@@ -473,11 +483,11 @@ impl Plan<'_> {
     pub fn decode(text: &str) -> Option<Plan<'static>> {
         let f: Vec<&str> = text.split(FIELD).collect();
         match f.as_slice() {
-            ["A", answer, head, tail, min_status] => Some(Plan::Answer {
+            ["A", answer, head, tail, min_status, point] => Some(Plan::Answer {
                 answer: parse_answer(answer)?,
-                log: parse_log(head, tail, min_status)?,
+                log: parse_log(head, tail, min_status, point)?,
             }),
-            ["F", url, drop, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, held, deadline, flags, circuit, from, to, timeout, body, set @ ..]
+            ["F", url, drop, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, point, held, deadline, flags, circuit, from, to, timeout, body, set @ ..]
                 if set.len().is_multiple_of(2)
                     && *held == if *deadline == "0" { "0" } else { "404" } =>
             {
@@ -506,7 +516,7 @@ impl Plan<'_> {
                         })
                     },
                     upstream_failure_log: Cow::Owned(upstream_failure.to_string()),
-                    log: parse_log(head, tail, min_status)??,
+                    log: parse_log(head, tail, min_status, point)??,
                     not_found_deadline_ms: deadline.parse().ok()?,
                     report: if flags.is_empty() {
                         None
@@ -562,6 +572,9 @@ mod tests {
                 head: r#"{"ruleset":"cells","#.into(),
                 tail: "}".into(),
                 min_status: 500,
+                point:
+                    "staging\u{1}v\u{1}\u{1}proxy\u{1}\u{1}legacy\u{1}\u{1}\u{1}\u{1}0\u{1}0\u{1}0"
+                        .into(),
             },
             not_found_deadline_ms: 0,
             report,
@@ -633,6 +646,7 @@ mod tests {
                     head: r#"{"rule":"r","#.into(),
                     tail: r#","error":"x"}"#.into(),
                     min_status: 0,
+                    point: String::new(),
                 }),
             },
             Plan::Answer {
@@ -675,6 +689,7 @@ mod tests {
         assert_eq!(fields[field::KIND], KIND_FORWARD);
         assert_eq!(fields[field::URL], "http://127.0.0.1:9102/a?b=c");
         assert_eq!(fields[field::LOG_MIN_STATUS], "500");
+        assert!(fields[field::POINT].starts_with("staging\u{1}v\u{1}"));
         assert_eq!(
             [fields[field::HELD_STATUS], fields[field::DEADLINE]],
             ["404", "250"]
@@ -715,6 +730,7 @@ mod tests {
         let fields: Vec<&str> = answer.split(FIELD).collect();
         assert_eq!(fields[field::KIND], KIND_ANSWER);
         assert!(fields[field::ANSWER].starts_with("503"));
+        assert_eq!(fields.len(), field::ANSWER_POINT + 1);
     }
 
     /// What the entry is told is what the plan is written with.
@@ -755,6 +771,25 @@ mod tests {
             ("ANSWER_LOG_HEAD", field::ANSWER_LOG_HEAD.into()),
             ("ANSWER_LOG_TAIL", field::ANSWER_LOG_TAIL.into()),
             ("ANSWER_LOG_MIN_STATUS", field::ANSWER_LOG_MIN_STATUS.into()),
+            ("POINT", field::POINT.into()),
+            ("ANSWER_POINT", field::ANSWER_POINT.into()),
+            ("POINT_BINDING", crate::metrics::BINDING.into()),
+            ("POINT_CELL", crate::metrics::item::CELL.into()),
+            ("POINT_ERROR_KIND", crate::metrics::item::ERROR_KIND.into()),
+            (
+                "POINT_DOUBLES_FROM",
+                crate::metrics::item::DOUBLES_FROM.into(),
+            ),
+            (
+                "SIGNING_FAILED_KIND",
+                RouterError::SigningFailed(String::new()).kind().into(),
+            ),
+            (
+                "UPSTREAM_FAILED_KIND",
+                RouterError::UpstreamUnreachable(String::new())
+                    .kind()
+                    .into(),
+            ),
         ];
         for (name, value) in want {
             assert_eq!(layout.get(*name), Some(value), "{name}");

@@ -51,6 +51,9 @@ pub struct Router<'i> {
     pub logging: RequestLogging,
     /// The control document says every request goes to the legacy cell.
     pub passthrough: bool,
+    /// `GITLAB_ENVIRONMENT` when the metrics dataset is bound (every plan
+    /// then carries its data point, [`crate::metrics`]); `None`: no points.
+    pub metrics: Option<&'i str>,
 }
 
 impl<'i> Router<'i> {
@@ -83,7 +86,7 @@ pub fn plan<'a, P: Platform>(
 ) -> Plan<'a> {
     let mut log = router.request_log(incoming);
     if let Some(refusal) = refused_before_routing(&router.settings, &incoming.parts) {
-        return answer(&log, refusal);
+        return answer(router, &log, refusal);
     }
     let mut rule_type = None;
     // A classified request (or one a classify rule handed on): a 404 from
@@ -103,7 +106,7 @@ pub fn plan<'a, P: Platform>(
                 rule_type = Some(request.kind.rule_type_header());
             }
             Action::Reject { status, message } => {
-                return answer(&log, Answer::text(*status, format!("{message}\n")));
+                return answer(router, &log, Answer::text(*status, format!("{message}\n")));
             }
             Action::Proxy { .. } | Action::Spread => {}
         }
@@ -113,15 +116,15 @@ pub fn plan<'a, P: Platform>(
         log.mode = Some("passthrough");
     }
     let address = match target_of(router, platform, routed, &mut log) {
-        Err(e) => return failed(log, e),
+        Err(e) => return failed(router, log, e),
         Ok(address) => address.or_else(|| router.settings.proxy_host.map(str::to_owned)),
     };
     let Some(address) = address else {
-        return failed(log, RouterError::NoLegacyCell);
+        return failed(router, log, RouterError::NoLegacyCell);
     };
     if !router.allowed.allows(&address) {
         log.upstream = Some(address.clone());
-        return failed(log, RouterError::UpstreamNotAllowed(address));
+        return failed(router, log, RouterError::UpstreamNotAllowed(address));
     }
     // A GET or HEAD never carries a body, whatever its headers say.
     let body = !is_bodiless(&parts.method);
@@ -152,6 +155,7 @@ pub fn plan<'a, P: Platform>(
                 log.upstream = Some(address.clone());
                 log.chosen_by = Some("circuit_open");
                 return failed(
+                    router,
                     log,
                     RouterError::CellUnavailable {
                         cell: cell.id,
@@ -205,7 +209,7 @@ pub fn plan<'a, P: Platform>(
         (_, SigningPolicy::Optional) => None,
         (_, SigningPolicy::Required) => {
             log.upstream = Some(address);
-            return failed(log, RouterError::SigningUnavailable);
+            return failed(router, log, RouterError::SigningUnavailable);
         }
     };
     log.upstream = Some(address);
@@ -266,7 +270,10 @@ pub fn plan<'a, P: Platform>(
         set,
         signing,
         upstream_failure_log: upstream_failure_log(&log, body),
-        log: log_plan(router.logging, &log, || platform.random()),
+        log: LogPlan {
+            point: point(router, &log),
+            ..log_plan(router.logging, &log, || platform.random())
+        },
         not_found_deadline_ms,
         report,
         body,
@@ -276,7 +283,9 @@ pub fn plan<'a, P: Platform>(
 /// The plan for a request the edge could not route at all (an exception
 /// in the entry, a wasm instance that panicked): an answer and an error
 /// log line with `message`.
-pub fn internal_error(message: &str) -> Plan<'static> {
+///
+/// `metrics`: as [`Router::metrics`] (the point names only the error's kind).
+pub fn internal_error(message: &str, metrics: Option<&str>) -> Plan<'static> {
     let error = RouterError::Internal(message.to_string());
     let mut head = String::from(r#"{"level":"error","message":"#);
     crate::json::push_quoted(&mut head, &error.to_string());
@@ -287,6 +296,14 @@ pub fn internal_error(message: &str) -> Plan<'static> {
             head,
             tail: "}".to_string(),
             min_status: 0,
+            point: metrics.map_or_else(String::new, |environment| {
+                let log = RequestLog {
+                    action: "internal",
+                    error_kind: Some(error.kind()),
+                    ..Default::default()
+                };
+                crate::metrics::point(environment, &log)
+            }),
         }),
     }
 }
@@ -359,7 +376,7 @@ fn target_of<'r, P: Platform>(
     // the line (found by the soak test).
     for (rule, res) in &routed.fell_through {
         if let Some(e) = &res.error {
-            log.add_error(format_args!("{rule}: {e}"));
+            log.add_error_of_kind(e.kind(), format_args!("{rule}: {e}"));
         }
         if res.level == CacheLevel::Stale {
             log.cache = Some(CacheLevel::Stale);
@@ -384,14 +401,17 @@ fn target_of<'r, P: Platform>(
         }
         log.cache = Some(CacheLevel::Fallback);
         log.chosen_by = Some("legacy");
-        log.add_error("GITLAB_TOPOLOGY_SERVICE_URL is not set");
+        log.add_error_of_kind(
+            "no_topology_service",
+            "GITLAB_TOPOLOGY_SERVICE_URL is not set",
+        );
         return Ok(None);
     };
     if log.cache != Some(CacheLevel::Stale) || res.level == CacheLevel::Fallback {
         log.cache = Some(res.level);
     }
     if let Some(e) = &res.error {
-        log.add_error(e);
+        log.add_error_of_kind(e.kind(), e);
     }
     match &res.classification {
         // The service could not answer and nothing was cached: a listed
@@ -415,7 +435,7 @@ fn target_of<'r, P: Platform>(
         // such a 404 for a second only, and says so in a warn line).
         Some(Classification::NotFound) => match static_target(&router.settings, question, log) {
             Some(address) => {
-                log.add_error("the Topology Service answered 404 for a cell GITLAB_CELLS lists; routed by the list");
+                log.add_error_of_kind("topology_contradicts_cells", "the Topology Service answered 404 for a cell GITLAB_CELLS lists; routed by the list");
                 address.map(Some)
             }
             None => {
@@ -478,7 +498,10 @@ fn spread<P: Platform>(router: &Router, platform: &P, log: &mut RequestLog) -> O
         None => {
             log.chosen_by = Some("legacy");
             if !router.settings.cells.is_empty() {
-                log.add_error("spread: no healthy cell in GITLAB_CELLS; the legacy cell serves it");
+                log.add_error_of_kind(
+                    "no_healthy_cell",
+                    "spread: no healthy cell in GITLAB_CELLS; the legacy cell serves it",
+                );
             }
             None
         }
@@ -526,6 +549,7 @@ fn refused_before_routing(
 /// How the log line of a request is written, as `GITLAB_REQUEST_LOG`
 /// asks: every line, only notable ones (and any 5xx), or those plus a
 /// random share of the rest (`random` is asked only then).
+/// (The data point is the caller's to add.)
 fn log_plan(logging: RequestLogging, log: &RequestLog, random: impl FnOnce() -> f64) -> LogPlan {
     let (head, tail) = log.to_json_around_status();
     let always = logging.always(log.is_notable_whatever_the_status(), random);
@@ -533,7 +557,15 @@ fn log_plan(logging: RequestLogging, log: &RequestLog, random: impl FnOnce() -> 
         head,
         tail,
         min_status: if always { 0 } else { 500 },
+        point: String::new(),
     }
+}
+
+/// The request's metrics data point, when the dataset is bound.
+fn point(router: &Router, log: &RequestLog) -> String {
+    router.metrics.map_or_else(String::new, |environment| {
+        crate::metrics::point(environment, log)
+    })
 }
 
 /// The deadline (ms after the request reached the entry) before which a
@@ -554,7 +586,7 @@ pub(crate) fn not_found_deadline(
 }
 
 /// The router's own answer to a request, logged always.
-fn answer(log: &RequestLog, answer: Answer) -> Plan<'static> {
+fn answer(router: &Router, log: &RequestLog, answer: Answer) -> Plan<'static> {
     let (head, tail) = log.to_json_around_status();
     Plan::Answer {
         answer,
@@ -562,14 +594,15 @@ fn answer(log: &RequestLog, answer: Answer) -> Plan<'static> {
             head,
             tail,
             min_status: 0,
+            point: point(router, log),
         }),
     }
 }
 
 /// A request that ends in `error`: its answer, the error in its log line.
-fn failed(mut log: RequestLog, error: RouterError) -> Plan<'static> {
-    log.add_error(&error);
-    answer(&log, error.answer())
+fn failed(router: &Router, mut log: RequestLog, error: RouterError) -> Plan<'static> {
+    log.add_error_of_kind(error.kind(), &error);
+    answer(router, &log, error.answer())
 }
 
 /// How the log line of a failed upstream fetch opens its `error`; without

@@ -823,3 +823,59 @@ fn a_404_for_a_listed_session_prefix_is_routed_by_the_list_and_a_path_claims_is_
         f.log.head
     );
 }
+
+/// The metrics data point rides in every plan once the dataset is bound,
+/// sampled or not, and names the kind of the error that answered; without
+/// the dataset no point is planned.
+#[test]
+fn every_plan_carries_its_data_point_when_the_dataset_is_bound() {
+    let vars = &[
+        ("GITLAB_RULES_CONFIG", "cells"),
+        ("GITLAB_PROXY_HOST", "legacy.example:8080"),
+        ("GITLAB_REQUEST_LOG", "errors"),
+        ("GITLAB_ENVIRONMENT", "staging"),
+    ];
+    let (unbound, _) = isolate_with(vars);
+    let req = incoming(&unbound, "https://gitlab.com/help", &[]);
+    let routed = decided(&unbound, &req);
+    let f = forward_of(plan(&unbound, &req, Some(&routed)));
+    assert_eq!(f.log.point, "", "no dataset, no point");
+    let (mut iso, _) = isolate_with(vars);
+    iso.state.metrics = true;
+    iso.state.version = Some("v-7".into());
+    let req = incoming(&iso, "https://gitlab.com/help", &[]);
+    let routed = decided(&iso, &req);
+    let f = forward_of(plan(&iso, &req, Some(&routed)));
+    assert_eq!(f.log.min_status, 500, "a routine line is not logged");
+    let items: Vec<&str> = f.log.point.split(crate::wire::ITEM).collect();
+    assert_eq!(
+        items,
+        ["staging", "v-7", "legacy", "proxy", "", "legacy", "", "", "", "0", "0", "0"],
+        "written whatever the log line's sampling"
+    );
+    // The router's own answer: the error's kind.
+    let refused = incoming(&iso, "https://gitlab.com/help", &[]);
+    let mut routed = decided(&iso, &refused);
+    routed.decision.action = crate::decision::Action::Proxy {
+        address: Some("not-allowed.example"),
+    };
+    match plan(&iso, &refused, Some(&routed)) {
+        Plan::Answer { log: Some(log), .. } => {
+            let items: Vec<&str> = log.point.split(crate::wire::ITEM).collect();
+            assert_eq!(
+                items[crate::metrics::item::ERROR_KIND],
+                "upstream_not_allowed"
+            );
+            assert_eq!(items[crate::metrics::item::CHOSEN_BY], "fixed");
+        }
+        other => panic!("expected the router's answer, got {other:?}"),
+    }
+    match internal_error("boom", Some("staging")) {
+        Plan::Answer { log: Some(log), .. } => assert!(
+            log.point.starts_with("staging\u{1}\u{1}\u{1}internal\u{1}"),
+            "{:?}",
+            log.point
+        ),
+        other => panic!("{other:?}"),
+    }
+}
