@@ -67,10 +67,12 @@ pub fn point(environment: &str, log: &RequestLog) -> String {
     out
 }
 
-/// `value`, unless it holds one of the plan's separators (a ruleset's
-/// rule id could; nothing else here can): then an empty blob.
+/// `value` without the plan's separators (a ruleset's rule id could hold
+/// one; nothing else here can).
 fn push_clean(out: &mut String, value: &str) {
-    if !value.bytes().any(|b| b == FIELD as u8 || b == ITEM as u8) {
+    if value.contains([FIELD, ITEM]) {
+        out.extend(value.chars().filter(|c| *c != FIELD && *c != ITEM));
+    } else {
         out.push_str(value);
     }
 }
