@@ -47,6 +47,10 @@ done
 # (rulesctl, a default member, would switch on key handling it does not use).
 cargo_args=(. -p gitlab-http-router)
 [ -n "$features" ] && cargo_args+=(--features "$features")
+# The wasm is optimised for size throughout: less for V8 to compile on a
+# fresh isolate's first request, within the gzip budget (docs/benchmark.md,
+# the ledger's "Size"). The native tools keep Cargo.toml's release level.
+export CARGO_PROFILE_RELEASE_OPT_LEVEL="${CARGO_PROFILE_RELEASE_OPT_LEVEL:-z}"
 CUSTOM_SHIM="$PWD/src/entry.js" worker-build --release --out-dir "$out" "${cargo_args[@]}"
 # worker-build keeps the wasm names section (function names for stack
 # traces, ~40 KiB gzip); drop it unless KEEP_WASM_NAMES is set. Panic

@@ -492,15 +492,14 @@ function internalError(error) {
 /** Asked while the instance is known to work, for when it no longer does. */
 const INTERNAL_ERROR = glue.internalError("the router could not be called");
 
-// The isolate's state (settings, ruleset, cell list) is made, and the
-// routing path run once on made-up requests (`warmUp`, src/warm.rs), while
-// the isolate starts: on Cloudflare during the TLS handshake, instead of on
-// the first request's time. Nothing here is sent, cached or logged but the
-// settings' own problems. Should any of it fail, the first request makes
-// the state as before.
+// The isolate's state (settings, ruleset, cell list) is made while the
+// isolate starts (`routerStart`, src/start.rs): on Cloudflare during the
+// TLS handshake, instead of on the first request's time. Nothing here is
+// sent or cached; the settings' problems are logged by the first
+// invocation (outside one, no tail worker or Workers Logs sees a line).
+// Should any of it fail, the first request makes the state as before.
 try {
-  glue.routerSetup(isolateEnv);
-  glue.warmUp();
+  glue.routerStart(isolateEnv);
 } catch (error) {
   if (error instanceof WebAssembly.RuntimeError) restartWasm();
 }

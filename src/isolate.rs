@@ -1,4 +1,5 @@
-//! What an isolate builds once, on its first request: the core's
+//! What an isolate builds once, while it starts (`src/start.rs`) or else
+//! on its first request: the core's
 //! [`IsolateState`] (settings, ruleset, allow-list, circuits) from the
 //! environment's variables and the compiled rulesets, and around it the
 //! I/O it needs (the resolver over `fetch` and the Cache API, the control

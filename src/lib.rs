@@ -22,14 +22,13 @@
 //! memory-cache miss) is handed to `routeAsync` as it stands, so the rules
 //! run once per request.
 
-#[cfg(any(test, all(not(target_feature = "atomics"), target_family = "wasm")))]
-mod alloc;
 mod control;
+mod held_lines;
 mod ingest;
 mod io;
 mod isolate;
 mod kv;
-mod warm;
+mod start;
 
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
@@ -46,12 +45,10 @@ use crate::isolate::Isolate;
 
 /// Talc instead of Rust's default dlmalloc: allocating (the plan, the log
 /// line, the request's parts) was a quarter of a request's time in wasm,
-/// and talc does it in fewer instructions and less code. Small blocks are
-/// recycled in front of it (`alloc.rs`).
+/// and talc does it in fewer instructions and less code.
 #[cfg(all(not(target_feature = "atomics"), target_family = "wasm"))]
 #[global_allocator]
-static ALLOCATOR: alloc::SizeClassCache<talc::wasm::WasmDynamicTalc> =
-    alloc::SizeClassCache::new(talc::wasm::new_wasm_dynamic_allocator());
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
 
 thread_local! {
     static ISOLATE: OnceCell<Rc<Isolate>> = const { OnceCell::new() };
@@ -122,6 +119,7 @@ fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array 
 #[wasm_bindgen(js_name = routerSetup)]
 pub fn router_setup(env: Env) -> js_sys::Array {
     let iso = isolate(&env);
+    held_lines::release();
     let state = &iso.state;
     let names: JsValue = match &state.header_names {
         Some(names) => js_array(names).into(),
@@ -223,6 +221,7 @@ pub fn cell_outcome(circuit: usize, flags: &str, status: u16, sent_ms: f64, retr
 #[wasm_bindgen(js_name = routerScheduled)]
 pub async fn router_scheduled(env: Env) {
     let iso = isolate(&env);
+    held_lines::release();
     let config = iso.config();
     if config.cells.is_empty() {
         log_warn(
@@ -249,11 +248,7 @@ pub async fn router_scheduled(env: Env) {
     }
     iso.apply_health(&record);
     let line = record.summary_line(&config.cells);
-    if line.starts_with(r#"{"level":"info""#) {
-        web_sys::console::log_1(&line.into());
-    } else {
-        web_sys::console::error_1(&line.into());
-    }
+    held_lines::write(!line.starts_with(r#"{"level":"info""#), line);
 }
 
 /// Routes a request whose route is known without waiting, and writes its
@@ -438,15 +433,15 @@ fn line(level: &str, scope: &str, message: &str) -> String {
 
 /// An `info` line to the console's log stream.
 pub(crate) fn log_line(level: &str, scope: &str, message: &str) {
-    web_sys::console::log_1(&line(level, scope, message).into());
+    held_lines::write(false, line(level, scope, message));
 }
 
 pub(crate) fn log_warn(scope: &str, message: &str) {
-    web_sys::console::error_1(&line("warn", scope, message).into());
+    held_lines::write(true, line("warn", scope, message));
 }
 
 pub(crate) fn log_error(scope: &str, message: &str) {
-    web_sys::console::error_1(&line("error", scope, message).into());
+    held_lines::write(true, line("error", scope, message));
 }
 
 /// The edge's pure parts, natively: settings to isolate state, and the

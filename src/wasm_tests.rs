@@ -1,5 +1,5 @@
 //! The edge's wasm-only parts, run as wasm (`wasm-bindgen-test` under
-//! Node, `scripts/test.sh`): the allocator over talc in wasm memory, the
+//! Node, `scripts/test.sh`): the worker's allocator (talc) in wasm memory, the
 //! input buffer and plan that `routeSync` shares with the entry, and the
 //! isolate's setup and the `routeSync` -> `routeAsync` hand-off, driven as
 //! `src/entry.js` drives them (its views of wasm memory, `TextEncoder`).
@@ -7,15 +7,12 @@
 //! fetch) is left to the end-to-end suites (tests/e2e).
 
 use std::alloc::{GlobalAlloc, Layout};
-use std::cell::Cell;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use router_core::wire::{self, field, NOT_ROUTED, PLAN_TOO_LONG};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::wasm_bindgen_test;
 use worker::Env;
-
-use crate::alloc::SizeClassCache;
 
 /// xorshift64: the workloads are the same on every run.
 struct Rng(u64);
@@ -33,9 +30,9 @@ impl Rng {
     }
 }
 
-/// Sizes on each side of every size class's edge (16, 32, … 256, 384, …
-/// 2048) and beyond the largest class, to a talc page (64 KiB) and past
-/// it, the last drawn rarely.
+/// Sizes on each side of 16, 32, … 256, 384, … 2048 (the sizes a
+/// request's blocks have) and beyond, to a talc page (64 KiB) and past it,
+/// the last drawn rarely.
 fn edge_sizes() -> Vec<usize> {
     let mut edges: Vec<usize> = (1..=16).map(|i| i * 16).collect();
     edges.extend((3..=16).map(|i| i * 128));
@@ -161,129 +158,12 @@ fn workload(heap: &impl GlobalAlloc, seed: u64, rounds: usize) {
     }
 }
 
-/// What [`Counting`] saw.
-#[derive(Default)]
-struct Counts {
-    /// Blocks of a size class's size asked for (at most 2048 bytes,
-    /// aligned to at most 16).
-    small: Cell<usize>,
-    /// Bytes taken and not given back.
-    held: Cell<usize>,
-}
-
-/// An allocator that counts what is taken from it.
-struct Counting<'a, A> {
-    inner: A,
-    counts: &'a Counts,
-}
-
-impl<A> Counting<'_, A> {
-    fn took(&self, layout: Layout) {
-        if layout.size() <= 2048 && layout.align() <= 16 {
-            self.counts.small.set(self.counts.small.get() + 1);
-        }
-        self.counts.held.set(self.counts.held.get() + layout.size());
-    }
-}
-
-unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<'_, A> {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        self.took(layout);
-        self.inner.alloc(layout)
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        self.counts.held.set(self.counts.held.get() - layout.size());
-        self.inner.dealloc(ptr, layout)
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        self.took(layout);
-        self.inner.alloc_zeroed(layout)
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // Only blocks outside the classes are reallocated in place.
-        let held = self.counts.held.get() - layout.size() + new_size;
-        self.counts.held.set(held);
-        self.inner.realloc(ptr, layout, new_size)
-    }
-}
-
 const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 const ROUNDS: usize = 6_000;
 
 #[wasm_bindgen_test]
-fn a_cache_over_talc_keeps_contents_under_a_random_workload_and_reuses_what_was_freed() {
-    let counts = Counts::default();
-    let heap = SizeClassCache::new(Counting {
-        inner: talc::wasm::new_wasm_dynamic_allocator(),
-        counts: &counts,
-    });
-    workload(&heap, SEED, ROUNDS);
-    // Everything freed: talc holds only the blocks on the size classes'
-    // lists, at most what was in use at once.
-    let (small, held) = (counts.small.get(), counts.held.get());
-    assert!(small > 0);
-    assert!(held <= 200 * 2048, "{held} bytes held after all was freed");
-    // The same workload again never has more blocks of a class in use
-    // than the first run had: it takes every small block from the lists
-    // and gives every larger one back to talc.
-    for _ in 0..2 {
-        workload(&heap, SEED, ROUNDS);
-        assert_eq!(counts.small.get(), small, "small blocks not reused");
-        assert_eq!(counts.held.get(), held, "memory not given back");
-    }
-}
-
-#[wasm_bindgen_test]
 fn the_worker_s_own_allocator_keeps_contents_under_a_random_workload() {
-    workload(&crate::ALLOCATOR, 0x2545_f491_4f6c_dd1d, ROUNDS);
-}
-
-#[wasm_bindgen_test]
-fn each_class_s_freed_block_comes_back_for_its_own_sizes_only() {
-    let heap = SizeClassCache::new(talc::wasm::new_wasm_dynamic_allocator());
-    let layout = |size| Layout::from_size_align(size, 1).unwrap();
-    // The first and last size of every class: (1, 16), (17, 32), …,
-    // (241, 256), (257, 384), …, (1921, 2048).
-    let mut edges: Vec<usize> = (0..=16).map(|i| i * 16).collect();
-    edges.extend((3..=16).map(|i| i * 128));
-    unsafe {
-        for pair in edges.windows(2) {
-            let (first, last) = (pair[0] + 1, pair[1]);
-            let a = heap.alloc(layout(first));
-            fill(a, 0, first, 7);
-            heap.dealloc(a, layout(first));
-            let b = heap.alloc(layout(last));
-            assert_eq!(a, b, "{last} bytes not given the freed block of {first}");
-            // The whole class size is usable.
-            fill(b, 0, last, 9);
-            let next = heap.alloc(layout(last + 1));
-            assert_ne!(next, b, "{} bytes in the class of {last}", last + 1);
-            fill(next, 0, last + 1, 11);
-            assert!(holds(
-                &Live {
-                    ptr: b,
-                    layout: layout(last),
-                    tag: 9
-                },
-                last
-            ));
-            heap.dealloc(next, layout(last + 1));
-            heap.dealloc(b, layout(last));
-        }
-        // A recycled block zeroed when asked.
-        let dirty = heap.alloc(layout(200));
-        fill(dirty, 0, 200, 0xaa);
-        heap.dealloc(dirty, layout(200));
-        let zeroed = heap.alloc_zeroed(layout(200));
-        assert_eq!(zeroed, dirty);
-        assert!(std::slice::from_raw_parts(zeroed, 200)
-            .iter()
-            .all(|&b| b == 0));
-        heap.dealloc(zeroed, layout(200));
-    }
+    workload(&crate::ALLOCATOR, SEED, ROUNDS);
 }
 
 // The entry's side, as src/entry.js does it.

@@ -79,7 +79,7 @@ function workers({ s, sinkAddr, ts, peers }) {
   // counts the router's work for the point and the call, not the store's.
   const metrics = { analyticsEngineDatasets: { ROUTER_METRICS: { dataset: "gitlab_http_router_bench" } } };
   const router = { scriptPath: join(ROOT, "build", "index.js"), ...metrics };
-  const base = s.baseBuild ? { scriptPath: join(s.baseBuild, "index.js"), modulesRoot: s.baseBuild, ...metrics } : null;
+  const base = s.baseBuild ? { scriptPath: join(s.baseBuild, "index.js"), modulesRoot: s.baseBuild, ...(s.baseMetrics ? metrics : {}) } : null;
   // modulesRoot: workerd refuses module names that climb out with "..".
   const floor = { scriptPath: join(peers, "js-floor.mjs"), modulesRoot: peers };
   const peer = { scriptPath: join(peers, "js-router.mjs"), modulesRoot: peers };
