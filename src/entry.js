@@ -323,39 +323,43 @@ function writeLog(head, tail, minStatus, status, duration) {
   }
 }
 
+/** A status's class as a point's blob (`2xx`), by the status's first digit. */
+const STATUS_CLASSES = Object.fromEntries(Array.from("0123456789", (digit) => [digit, `${digit}xx`]));
+
 /**
- * Writes a request's data point (docs/metrics.md): the plan's items
- * (`point`, router_core::metrics) as blobs and doubles, with the status
- * class and the duration (the log line's), which only the entry knows; `errorKind` replaces
- * the plan's when a step here failed. Nothing without a dataset or a
- * point; never throws into the request.
+ * Writes a request's data point (docs/metrics.md): the plan's fields `f`
+ * from `at` on are its items (router_core::metrics), the blobs in column
+ * order and then the doubles; the entry adds what only it knows: the
+ * status class (in the blob Rust left empty) and the duration (the log
+ * line's). `errorKind` replaces the plan's when a step here failed.
+ * Nothing without a dataset or a point; never throws into the request.
  */
-function writePoint(point, status, duration, errorKind) {
-  if (point === "" || dataset === undefined) return;
+function writePoint(f, at, status, duration, errorKind) {
+  // A point always names its action: an empty one is no point.
+  if (dataset === undefined || !f[at + POINT_ACTION]) return;
   try {
-    const m = point.split(ITEM);
-    const blobs = m.slice(0, POINT_ERROR_KIND);
-    // The status class: the status's first digit, `2xx`.
-    blobs.push(`${String(status).charAt(0)}xx`, errorKind ?? m[POINT_ERROR_KIND]);
+    const blobs = f.slice(at, at + POINT_BLOBS);
+    blobs[POINT_STATUS_CLASS] = STATUS_CLASSES[String(status).charAt(0)];
+    if (errorKind !== undefined) blobs[POINT_ERROR_KIND] = errorKind;
     const doubles = [duration];
-    for (let i = POINT_DOUBLES_FROM; i < m.length; i++) doubles.push(Number(m[i]));
-    dataset.writeDataPoint({ indexes: [m[POINT_CELL]], blobs, doubles });
+    for (let i = at + POINT_DOUBLES_FROM; i < at + POINT_FIELDS; i++) doubles.push(Number(f[i]));
+    dataset.writeDataPoint({ indexes: [blobs[POINT_CELL]], blobs, doubles });
   } catch {
     // A metrics failure is no reason to fail the request.
   }
 }
 
 /**
- * A failure field (`log error opening ITEM answer`): its answer, logged
- * with `why`, its data point with `errorKind`.
+ * A failure field (`log error opening ITEM answer`) of forward plan `f`:
+ * its answer, logged with `why`, the plan's data point with `errorKind`.
  */
-function fail(field, why, head, started, point, errorKind) {
+function fail(field, why, head, started, f, errorKind) {
   const cut = field.indexOf(ITEM);
   const answer = response(field.slice(cut + 1));
   const escaped = JSON.stringify(why).slice(1, -1);
   const duration = Date.now() - started;
   console.log(`${head}"status":${answer.status},"duration_ms":${duration}${field.slice(0, cut)}${escaped}"}`);
-  writePoint(point, answer.status, duration, errorKind);
+  writePoint(f, POINT, answer.status, duration, errorKind);
   return answer;
 }
 
@@ -365,14 +369,14 @@ function fail(field, why, head, started, point, errorKind) {
 const { URL: TARGET_URL, DROP, SIGN_INPUT, SIGN_HEADER, SIGN_FAILURE, UPSTREAM_FAILURE_LOG } = W;
 const { LOG_HEAD, LOG_TAIL, LOG_MIN_STATUS, HELD_STATUS, DEADLINE } = W;
 const { REPORT, CIRCUIT, REPORT_FROM, REPORT_TO, HEADERS_TIMEOUT, BODY, SET_FROM } = W;
-const { POINT, POINT_CELL, POINT_ERROR_KIND, POINT_DOUBLES_FROM } = W;
+const { POINT, POINT_FIELDS, POINT_ACTION, POINT_CELL, POINT_STATUS_CLASS, POINT_ERROR_KIND, POINT_BLOBS, POINT_DOUBLES_FROM } = W;
 
 /** An answer plan's fields as its Response, logged and counted. */
 function answered(f, started) {
   const res = response(f[W.ANSWER]);
   const duration = Date.now() - started;
   writeLog(f[W.ANSWER_LOG_HEAD], f[W.ANSWER_LOG_TAIL], f[W.ANSWER_LOG_MIN_STATUS], res.status, duration);
-  writePoint(f[W.ANSWER_POINT] ?? "", res.status, duration);
+  writePoint(f, W.ANSWER_POINT, res.status, duration);
   return res;
 }
 
@@ -415,7 +419,7 @@ async function apply(request, client, method, drops, plan, started) {
     try {
       headers.set(f[SIGN_HEADER], await signToken(f[SIGN_INPUT]));
     } catch (error) {
-      if (f[SIGN_FAILURE] !== "") return fail(f[SIGN_FAILURE], errorMessage(error), logHead, started, f[POINT], W.SIGNING_FAILED_KIND);
+      if (f[SIGN_FAILURE] !== "") return fail(f[SIGN_FAILURE], errorMessage(error), logHead, started, f, W.SIGNING_FAILED_KIND);
     }
   }
   // A listed cell's address (its circuit): the entry writes when it
@@ -438,7 +442,7 @@ async function apply(request, client, method, drops, plan, started) {
   } catch (error) {
     clearTimeout(timer);
     if (report !== "") reportOutcome(circuit, report, W.FETCH_FAILED, sent, false);
-    return fail(`${f[UPSTREAM_FAILURE_LOG]}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started, f[POINT], W.UPSTREAM_FAILED_KIND);
+    return fail(`${f[UPSTREAM_FAILURE_LOG]}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started, f, W.UPSTREAM_FAILED_KIND);
   }
   clearTimeout(timer);
   const status = upstream.status;
@@ -460,7 +464,7 @@ async function apply(request, client, method, drops, plan, started) {
   }
   const duration = Date.now() - started;
   writeLog(logHead, f[LOG_TAIL], f[LOG_MIN_STATUS], status, duration);
-  writePoint(f[POINT], status, duration);
+  writePoint(f, POINT, status, duration);
   return upstream;
 }
 

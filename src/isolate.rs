@@ -68,8 +68,11 @@ impl Isolate {
             .and_then(|m| js_sys::Reflect::get(&m, &"id".into()).ok())
             .and_then(|id| id.as_string())
             .filter(|id| !id.is_empty());
-        iso.state.metrics = js_sys::Reflect::get(env, &router_core::metrics::BINDING.into())
-            .is_ok_and(|dataset| dataset.is_object());
+        if js_sys::Reflect::get(env, &router_core::metrics::BINDING.into())
+            .is_ok_and(|dataset| dataset.is_object())
+        {
+            iso.state.bind_metrics();
+        }
         let binding = js_sys::Reflect::get(env, &control::BINDING.into())
             .ok()
             .filter(JsValue::is_object);

@@ -185,10 +185,7 @@ pub fn dropped_by(name: &str, drop: &str) -> bool {
 #[wasm_bindgen(js_name = internalError)]
 pub fn internal_error(message: &str) -> String {
     let iso = made_isolate();
-    let metrics = iso
-        .as_ref()
-        .filter(|iso| iso.state.metrics)
-        .map(|iso| iso.state.config.environment.as_str());
+    let metrics = iso.as_ref().and_then(|iso| iso.state.metrics.as_deref());
     forward::build::internal_error(message, metrics).encode()
 }
 

@@ -9,11 +9,16 @@
 //! the ledger).
 //!
 //! Running the routing path here too, on made-up requests, does not pay:
-//! workerd drops the wasm code V8 compiled at the top level before the
-//! first request (V8's Liftoff code flushing on a memory-pressure signal;
-//! `--no-flush-liftoff-code` keeps it), so the first request compiles it
-//! again. It took 0.5 M instructions off the first request for 14 M more
-//! at start-up.
+//! the wasm code V8 compiles here is dropped whenever another isolate
+//! starts in the same process, and so compiled again by the first request.
+//! workerd's `Worker::Isolate` constructor signals moderate memory
+//! pressure to each new isolate's heap, and on that signal V8 drops the
+//! Liftoff code of every wasm module in the process (`--flush-liftoff-code`,
+//! on by default). In the benchmark, Miniflare's own workers start after
+//! the router; on Cloudflare, any Worker starting on the same machine does.
+//! Warming the path took 0.5 M instructions off the first request for 14 M
+//! more at start-up. What is made here (the state) stays made: only the
+//! code that made it goes.
 
 use wasm_bindgen::prelude::*;
 use worker::Env;

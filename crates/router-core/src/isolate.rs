@@ -47,9 +47,10 @@ pub struct IsolateState {
     pub health: RefCell<CellHealth>,
     /// The Worker version answering, named in every log line.
     pub version: Option<String>,
-    /// Whether the metrics dataset ([`crate::metrics::BINDING`]) is bound:
-    /// every plan then carries its data point.
-    pub metrics: bool,
+    /// The data point's isolate items ([`crate::metrics::isolate_items`])
+    /// when the metrics dataset ([`crate::metrics::BINDING`]) is bound:
+    /// every plan then carries its data point. `None`: not bound.
+    pub metrics: Option<String>,
 }
 
 impl IsolateState {
@@ -92,8 +93,18 @@ impl IsolateState {
             relied_on,
             health,
             version: None,
-            metrics: false,
+            metrics: None,
         }
+    }
+
+    /// Every plan carries its data point from now on (the metrics dataset
+    /// is bound); after [`IsolateState::version`] is set, which each point
+    /// names.
+    pub fn bind_metrics(&mut self) {
+        self.metrics = Some(crate::metrics::isolate_items(
+            &self.config.environment,
+            self.version.as_deref(),
+        ));
     }
 
     /// The forward phase's view of it, with what the control document says
@@ -108,7 +119,7 @@ impl IsolateState {
             health: &self.health,
             logging,
             passthrough,
-            metrics: self.metrics.then_some(self.config.environment.as_str()),
+            metrics: self.metrics.as_deref(),
         }
     }
 }

@@ -1,10 +1,13 @@
 //! The request's data point in Workers Analytics Engine (docs/metrics.md):
 //! one per request, its fields decided here from the request's log record
-//! ([`RequestLog`]) when the plan is made. The plan carries them as one
-//! field, items joined by [`crate::wire::ITEM`] in the order of [`item`];
-//! the entry (`src/entry.js`) adds only what it learns after the fetch (the
-//! status class and the duration) and calls `writeDataPoint` on the
-//! [`BINDING`] dataset, when the environment has one.
+//! ([`RequestLog`]) when the plan is made. The plan carries them as
+//! [`item::COUNT`] fields of its own (items joined by
+//! [`crate::wire::FIELD`], in the order of [`item`]): the blobs in column
+//! order, then the doubles, so the entry's one split of the plan reads
+//! them. The entry (`src/entry.js`) fills in what it learns after the
+//! fetch (the status class, in the slot left empty for it, and the
+//! duration) and calls `writeDataPoint` on the [`BINDING`] dataset, when
+//! the environment has one.
 //!
 //! Nothing a client sends is in a point but the rule it matched and how it
 //! was routed: no path, no header value, no token.
@@ -13,13 +16,15 @@ use crate::json::push_u64;
 use crate::log::RequestLog;
 use crate::wire::{FIELD, ITEM};
 
+/// What joins a point's items: they are plan fields.
+const SEPARATOR: char = FIELD;
+
 /// The Analytics Engine dataset binding (`analytics_engine_datasets` in
 /// wrangler.toml). Without it no point is planned or written.
 pub const BINDING: &str = "ROUTER_METRICS";
 
 /// Where each item of the plan's point field sits. Items before
-/// [`item::ERROR_KIND`] are blob1 onwards in order; the entry puts the
-/// status class after them (blob9) and the error kind last (blob10). From
+/// [`item::BLOBS`] are blob1 onwards, in column order; from
 /// [`item::DOUBLES_FROM`] on they are double2 onwards (double1 is the
 /// duration, the entry's).
 pub mod item {
@@ -32,45 +37,71 @@ pub mod item {
     pub const CACHE: usize = 6;
     /// Also the point's index: sampling keeps each cell's share.
     pub const CELL: usize = 7;
-    pub const ERROR_KIND: usize = 8;
-    pub const DOUBLES_FROM: usize = 9;
-    pub const SERVICE_MS: usize = 9;
-    pub const ATTEMPTS: usize = 10;
-    pub const FELL_THROUGH: usize = 11;
+    /// Left empty: the entry writes the status class the client got.
+    pub const STATUS_CLASS: usize = 8;
+    /// The entry replaces it when a step of its own failed.
+    pub const ERROR_KIND: usize = 9;
+    /// How many blobs: the items before this are the point's blobs.
+    pub const BLOBS: usize = 10;
+    pub const DOUBLES_FROM: usize = 10;
+    pub const SERVICE_MS: usize = 10;
+    pub const ATTEMPTS: usize = 11;
+    pub const FELL_THROUGH: usize = 12;
+    /// Items in a point.
+    pub const COUNT: usize = 13;
 }
 
-/// The point's items for `log` (`environment`: `GITLAB_ENVIRONMENT`): see
-/// [`item`]. An absent value is an empty blob or a 0 double.
-pub fn point(environment: &str, log: &RequestLog) -> String {
-    let mut out = String::with_capacity(96);
-    let blob = |out: &mut String, value: &str| {
-        push_clean(out, value);
-        out.push(ITEM);
-    };
-    blob(&mut out, environment);
-    blob(&mut out, log.version.unwrap_or_default());
-    blob(&mut out, log.rule.unwrap_or_default());
-    blob(&mut out, log.mode.unwrap_or(log.action));
-    blob(&mut out, log.classify_type.unwrap_or_default());
-    blob(&mut out, log.chosen_by.unwrap_or_default());
-    blob(&mut out, log.cache.map_or("", |c| c.log_name()));
-    if let Some(cell) = log.cell {
-        push_u64(&mut out, cell);
-    }
-    out.push(ITEM);
-    blob(&mut out, log.error_kind.unwrap_or_default());
-    push_u64(&mut out, log.service_ms.unwrap_or(0));
-    out.push(ITEM);
-    push_u64(&mut out, u64::from(log.attempts.unwrap_or(0)));
-    out.push(ITEM);
-    push_u64(&mut out, log.fell_through.len() as u64);
+/// The point's first two items (environment and version, `GITLAB_ENVIRONMENT`
+/// and the isolate's Worker version), the same for every request of an
+/// isolate: made once ([`crate::forward::Router::metrics`]) and copied
+/// into each point.
+pub fn isolate_items(environment: &str, version: Option<&str>) -> String {
+    let mut out = String::with_capacity(environment.len() + 40);
+    push_clean(&mut out, environment);
+    out.push(SEPARATOR);
+    push_clean(&mut out, version.unwrap_or_default());
+    out.push(SEPARATOR);
     out
 }
 
+/// The point's items for `log`, after `isolate` ([`isolate_items`]): see
+/// [`item`]. An absent value is an empty blob or a 0 double.
+pub fn point(isolate: &str, log: &RequestLog) -> String {
+    let mut out = String::with_capacity(isolate.len() + 64);
+    let out = &mut out;
+    out.push_str(isolate);
+    for value in [
+        log.rule.unwrap_or_default(),
+        log.mode.unwrap_or(log.action),
+        log.classify_type.unwrap_or_default(),
+        log.chosen_by.unwrap_or_default(),
+        log.cache.map_or("", |c| c.log_name()),
+    ] {
+        push_clean(out, value);
+        out.push(SEPARATOR);
+    }
+    if let Some(cell) = log.cell {
+        push_u64(out, cell);
+    }
+    out.push(SEPARATOR);
+    // The status class's slot.
+    out.push(SEPARATOR);
+    out.push_str(log.error_kind.unwrap_or_default());
+    out.push(SEPARATOR);
+    push_u64(out, log.service_ms.unwrap_or(0));
+    out.push(SEPARATOR);
+    push_u64(out, u64::from(log.attempts.unwrap_or(0)));
+    out.push(SEPARATOR);
+    push_u64(out, log.fell_through.len() as u64);
+    std::mem::take(out)
+}
+
 /// `value` without the plan's separators (a ruleset's rule id could hold
-/// one; nothing else here can).
+/// one; nothing else here can). One pass over the bytes: both separators
+/// are ASCII control bytes, which UTF-8 never uses inside a character.
 fn push_clean(out: &mut String, value: &str) {
-    if value.contains([FIELD, ITEM]) {
+    let separator = |b: &u8| *b == FIELD as u8 || *b == ITEM as u8;
+    if value.as_bytes().iter().any(separator) {
         out.extend(value.chars().filter(|c| *c != FIELD && *c != ITEM));
     } else {
         out.push_str(value);
@@ -83,7 +114,7 @@ mod tests {
     use crate::log::CacheLevel;
 
     #[test]
-    fn a_point_holds_what_the_log_record_says_in_item_order() {
+    fn a_point_holds_what_the_log_record_says_in_column_order() {
         let log = RequestLog {
             ruleset: "cells",
             method: "GET",
@@ -101,8 +132,8 @@ mod tests {
             error_kind: Some("topology_timeout"),
             ..Default::default()
         };
-        let p = point("staging", &log);
-        let items: Vec<&str> = p.split(ITEM).collect();
+        let p = point(&isolate_items("staging", Some("v-1")), &log);
+        let items: Vec<&str> = p.split(SEPARATOR).collect();
         assert_eq!(
             items,
             [
@@ -114,14 +145,25 @@ mod tests {
                 "service",
                 "service",
                 "3",
+                "",
                 "topology_timeout",
                 "12",
                 "2",
                 "2"
             ]
         );
+        assert_eq!(items[item::ENVIRONMENT], "staging");
+        assert_eq!(items[item::VERSION], "v-1");
+        assert_eq!(items[item::RULE], "session");
+        assert_eq!(items[item::ACTION], "classify");
+        assert_eq!(items[item::CLAIM_TYPE], "SESSION_PREFIX");
+        assert_eq!(items[item::CHOSEN_BY], "service");
+        assert_eq!(items[item::CACHE], "service");
         assert_eq!(items[item::CELL], "3");
+        assert_eq!(items[item::STATUS_CLASS], "", "the entry's to fill");
         assert_eq!(items[item::ERROR_KIND], "topology_timeout");
+        assert_eq!(item::BLOBS, item::ERROR_KIND + 1);
+        assert_eq!(item::DOUBLES_FROM, item::BLOBS);
         assert_eq!(
             [
                 items[item::SERVICE_MS],
@@ -130,7 +172,8 @@ mod tests {
             ],
             ["12", "2", "2"]
         );
-        assert_eq!(items.len(), item::FELL_THROUGH + 1);
+        assert_eq!(items.len(), item::COUNT);
+        assert_eq!(item::COUNT, item::FELL_THROUGH + 1);
         assert!(!p.contains("secret") && !p.contains("token"), "{p}");
     }
 
@@ -139,17 +182,19 @@ mod tests {
         let log = RequestLog {
             action: "proxy",
             mode: Some("passthrough"),
-            rule: Some("odd\u{0}id\u{1}"),
+            rule: Some("odd\u{0}id\u{1}é"),
             ..Default::default()
         };
-        let p = point("", &log);
+        let p = point(&isolate_items("", None), &log);
+        assert!(!p.contains(ITEM));
         assert_eq!(
-            p.split(ITEM).collect::<Vec<_>>(),
+            p.split(SEPARATOR).collect::<Vec<_>>(),
             [
                 "",
                 "",
-                "oddid",
+                "oddidé",
                 "passthrough",
+                "",
                 "",
                 "",
                 "",
@@ -160,6 +205,12 @@ mod tests {
                 "0"
             ]
         );
-        assert!(!p.contains(FIELD));
+        assert_eq!(p.split(SEPARATOR).count(), item::COUNT);
+    }
+
+    #[test]
+    fn the_isolate_items_lose_the_separators_too() {
+        let items = isolate_items("prod\u{1}uction", Some("v\u{0}-1"));
+        assert_eq!(items, "production\u{0}v-1\u{0}");
     }
 }

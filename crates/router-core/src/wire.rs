@@ -73,26 +73,29 @@ pub mod field {
     pub const LOG_HEAD: usize = 7;
     pub const LOG_TAIL: usize = 8;
     pub const LOG_MIN_STATUS: usize = 9;
-    /// The metrics data point's items ([`crate::metrics`]; empty: none).
+    /// The first of the metrics data point's [`POINT_FIELDS`] items
+    /// ([`crate::metrics::item`]; all empty: no point).
     pub const POINT: usize = 10;
+    pub const POINT_FIELDS: usize = crate::metrics::item::COUNT;
     /// The status held to the deadline (0: none held).
-    pub const HELD_STATUS: usize = 11;
-    pub const DEADLINE: usize = 12;
+    pub const HELD_STATUS: usize = POINT + POINT_FIELDS;
+    pub const DEADLINE: usize = HELD_STATUS + 1;
     /// The report's flags (empty: nothing reported).
-    pub const REPORT: usize = 13;
-    pub const CIRCUIT: usize = 14;
-    pub const REPORT_FROM: usize = 15;
-    pub const REPORT_TO: usize = 16;
-    pub const HEADERS_TIMEOUT: usize = 17;
-    pub const BODY: usize = 18;
+    pub const REPORT: usize = DEADLINE + 1;
+    pub const CIRCUIT: usize = REPORT + 1;
+    pub const REPORT_FROM: usize = CIRCUIT + 1;
+    pub const REPORT_TO: usize = REPORT_FROM + 1;
+    pub const HEADERS_TIMEOUT: usize = REPORT_TO + 1;
+    pub const BODY: usize = HEADERS_TIMEOUT + 1;
     /// The headers to set follow, a field each for a name and its value.
-    pub const SET_FROM: usize = 19;
+    pub const SET_FROM: usize = BODY + 1;
 
     // An answer plan (`A`).
     pub const ANSWER: usize = 1;
     pub const ANSWER_LOG_HEAD: usize = 2;
     pub const ANSWER_LOG_TAIL: usize = 3;
     pub const ANSWER_LOG_MIN_STATUS: usize = 4;
+    /// The first of the answer's data point items, the plan's last fields.
     pub const ANSWER_POINT: usize = 5;
 }
 
@@ -103,7 +106,7 @@ pub const FORWARD_FIXED_FIELDS: usize = field::SET_FROM;
 /// input with, by the name entry.js uses for it, as one JSON object the
 /// entry parses once (a literal: one string in the wasm instead of code
 /// that builds an object; held to the constants above by a test).
-pub const LAYOUT: &str = r#"{"FIELD":"\u0000","ITEM":"\u0001","SEPARATOR":"\u0000","HEADER_ABSENT":"\u0001","PLAN_TOO_LONG":-2,"KIND_ANSWER":"A","FETCH_FAILED":0,"NO_HEADERS":1,"RETRY_AFTER":"retry-after","KINDS_MAX":256,"URL":1,"DROP":2,"SIGN_INPUT":3,"SIGN_HEADER":4,"SIGN_FAILURE":5,"UPSTREAM_FAILURE_LOG":6,"LOG_HEAD":7,"LOG_TAIL":8,"LOG_MIN_STATUS":9,"POINT":10,"HELD_STATUS":11,"DEADLINE":12,"REPORT":13,"CIRCUIT":14,"REPORT_FROM":15,"REPORT_TO":16,"HEADERS_TIMEOUT":17,"BODY":18,"SET_FROM":19,"ANSWER":1,"ANSWER_LOG_HEAD":2,"ANSWER_LOG_TAIL":3,"ANSWER_LOG_MIN_STATUS":4,"ANSWER_POINT":5,"POINT_BINDING":"ROUTER_METRICS","POINT_CELL":7,"POINT_ERROR_KIND":8,"POINT_DOUBLES_FROM":9,"SIGNING_FAILED_KIND":"signing_failed","UPSTREAM_FAILED_KIND":"upstream_unreachable"}"#;
+pub const LAYOUT: &str = r#"{"FIELD":"\u0000","ITEM":"\u0001","SEPARATOR":"\u0000","HEADER_ABSENT":"\u0001","PLAN_TOO_LONG":-2,"KIND_ANSWER":"A","FETCH_FAILED":0,"NO_HEADERS":1,"RETRY_AFTER":"retry-after","KINDS_MAX":256,"URL":1,"DROP":2,"SIGN_INPUT":3,"SIGN_HEADER":4,"SIGN_FAILURE":5,"UPSTREAM_FAILURE_LOG":6,"LOG_HEAD":7,"LOG_TAIL":8,"LOG_MIN_STATUS":9,"POINT":10,"HELD_STATUS":23,"DEADLINE":24,"REPORT":25,"CIRCUIT":26,"REPORT_FROM":27,"REPORT_TO":28,"HEADERS_TIMEOUT":29,"BODY":30,"SET_FROM":31,"ANSWER":1,"ANSWER_LOG_HEAD":2,"ANSWER_LOG_TAIL":3,"ANSWER_LOG_MIN_STATUS":4,"ANSWER_POINT":5,"POINT_BINDING":"ROUTER_METRICS","POINT_FIELDS":13,"POINT_ACTION":3,"POINT_CELL":7,"POINT_STATUS_CLASS":8,"POINT_ERROR_KIND":9,"POINT_BLOBS":10,"POINT_DOUBLES_FROM":10,"SIGNING_FAILED_KIND":"signing_failed","UPSTREAM_FAILED_KIND":"upstream_unreachable"}"#;
 
 /// A response the router gives itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,8 +138,9 @@ pub struct LogPlan {
     pub tail: String,
     /// The line is written when the status is at least this (0: always).
     pub min_status: u16,
-    /// The metrics data point's items ([`crate::metrics::point`]), written
-    /// whatever the status; empty: no point (no dataset bound).
+    /// The metrics data point's items ([`crate::metrics::point`], joined
+    /// by [`FIELD`]: they are the plan's fields), written whatever the
+    /// status; empty: no point (no dataset bound).
     pub point: String,
 }
 
@@ -322,22 +326,41 @@ fn push_log(out: &mut String, log: Option<&LogPlan>) {
         out.push(FIELD);
         push_status(out, log.min_status);
         out.push(FIELD);
-        out.push_str(&log.point);
+        push_point(out, &log.point);
     } else {
         out.push(FIELD);
         out.push(FIELD);
         out.push(FIELD);
+        push_point(out, "");
     }
 }
 
-fn parse_log(head: &str, tail: &str, min_status: &str, point: &str) -> Option<Option<LogPlan>> {
+/// A data point's fields: its items, or as many empty fields.
+fn push_point(out: &mut String, point: &str) {
+    if point.is_empty() {
+        out.extend(std::iter::repeat_n(FIELD, field::POINT_FIELDS - 1));
+    } else {
+        out.push_str(point);
+    }
+}
+
+/// The log plan from its fields (`point`: the data point's).
+fn parse_log(head: &str, tail: &str, min_status: &str, point: &[&str]) -> Option<Option<LogPlan>> {
+    if point.len() != field::POINT_FIELDS {
+        return None;
+    }
+    let point = if point.iter().all(|item| item.is_empty()) {
+        String::new()
+    } else {
+        point.join(&FIELD.to_string())
+    };
     if head.is_empty() {
         return point.is_empty().then_some(None);
     }
     Some(Some(LogPlan {
         head: head.to_string(),
         tail: tail.to_string(),
-        point: point.to_string(),
+        point,
         min_status: min_status.parse().ok()?,
     }))
 }
@@ -481,13 +504,23 @@ impl Plan<'_> {
 
     /// Reads [`Plan::encode`]'s format back (tests and tools).
     pub fn decode(text: &str) -> Option<Plan<'static>> {
-        let f: Vec<&str> = text.split(FIELD).collect();
+        let mut f: Vec<&str> = text.split(FIELD).collect();
+        // The data point's fields, taken out: the rest reads by position.
+        let at = match f.first() {
+            Some(&KIND_ANSWER) => field::ANSWER_POINT,
+            _ => field::POINT,
+        };
+        if f.len() < at + field::POINT_FIELDS {
+            return None;
+        }
+        let point: Vec<&str> = f.drain(at..at + field::POINT_FIELDS).collect();
+        let point = point.as_slice();
         match f.as_slice() {
-            ["A", answer, head, tail, min_status, point] => Some(Plan::Answer {
+            ["A", answer, head, tail, min_status] => Some(Plan::Answer {
                 answer: parse_answer(answer)?,
                 log: parse_log(head, tail, min_status, point)?,
             }),
-            ["F", url, drop, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, point, held, deadline, flags, circuit, from, to, timeout, body, set @ ..]
+            ["F", url, drop, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, held, deadline, flags, circuit, from, to, timeout, body, set @ ..]
                 if set.len().is_multiple_of(2)
                     && *held == if *deadline == "0" { "0" } else { "404" } =>
             {
@@ -572,9 +605,14 @@ mod tests {
                 head: r#"{"ruleset":"cells","#.into(),
                 tail: "}".into(),
                 min_status: 500,
-                point:
-                    "staging\u{1}v\u{1}\u{1}proxy\u{1}\u{1}legacy\u{1}\u{1}\u{1}\u{1}0\u{1}0\u{1}0"
-                        .into(),
+                point: crate::metrics::point(
+                    &crate::metrics::isolate_items("staging", Some("v")),
+                    &crate::log::RequestLog {
+                        action: "proxy",
+                        chosen_by: Some("legacy"),
+                        ..Default::default()
+                    },
+                ),
             },
             not_found_deadline_ms: 0,
             report,
@@ -689,7 +727,10 @@ mod tests {
         assert_eq!(fields[field::KIND], KIND_FORWARD);
         assert_eq!(fields[field::URL], "http://127.0.0.1:9102/a?b=c");
         assert_eq!(fields[field::LOG_MIN_STATUS], "500");
-        assert!(fields[field::POINT].starts_with("staging\u{1}v\u{1}"));
+        assert_eq!(
+            fields[field::POINT..field::POINT + field::POINT_FIELDS],
+            ["staging", "v", "", "proxy", "", "legacy", "", "", "", "", "0", "0", "0"]
+        );
         assert_eq!(
             [fields[field::HELD_STATUS], fields[field::DEADLINE]],
             ["404", "250"]
@@ -730,7 +771,8 @@ mod tests {
         let fields: Vec<&str> = answer.split(FIELD).collect();
         assert_eq!(fields[field::KIND], KIND_ANSWER);
         assert!(fields[field::ANSWER].starts_with("503"));
-        assert_eq!(fields.len(), field::ANSWER_POINT + 1);
+        assert_eq!(fields.len(), field::ANSWER_POINT + field::POINT_FIELDS);
+        assert!(fields[field::ANSWER_POINT..].iter().all(|f| f.is_empty()));
     }
 
     /// What the entry is told is what the plan is written with.
@@ -774,8 +816,15 @@ mod tests {
             ("POINT", field::POINT.into()),
             ("ANSWER_POINT", field::ANSWER_POINT.into()),
             ("POINT_BINDING", crate::metrics::BINDING.into()),
+            ("POINT_FIELDS", field::POINT_FIELDS.into()),
+            ("POINT_ACTION", crate::metrics::item::ACTION.into()),
             ("POINT_CELL", crate::metrics::item::CELL.into()),
+            (
+                "POINT_STATUS_CLASS",
+                crate::metrics::item::STATUS_CLASS.into(),
+            ),
             ("POINT_ERROR_KIND", crate::metrics::item::ERROR_KIND.into()),
+            ("POINT_BLOBS", crate::metrics::item::BLOBS.into()),
             (
                 "POINT_DOUBLES_FROM",
                 crate::metrics::item::DOUBLES_FROM.into(),

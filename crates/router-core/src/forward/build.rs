@@ -51,8 +51,9 @@ pub struct Router<'i> {
     pub logging: RequestLogging,
     /// The control document says every request goes to the legacy cell.
     pub passthrough: bool,
-    /// `GITLAB_ENVIRONMENT` when the metrics dataset is bound (every plan
-    /// then carries its data point, [`crate::metrics`]); `None`: no points.
+    /// The data point's isolate items when the metrics dataset is bound
+    /// (every plan then carries its data point, [`crate::metrics`]);
+    /// `None`: no points.
     pub metrics: Option<&'i str>,
 }
 
@@ -296,13 +297,13 @@ pub fn internal_error(message: &str, metrics: Option<&str>) -> Plan<'static> {
             head,
             tail: "}".to_string(),
             min_status: 0,
-            point: metrics.map_or_else(String::new, |environment| {
+            point: metrics.map_or_else(String::new, |isolate| {
                 let log = RequestLog {
                     action: "internal",
                     error_kind: Some(error.kind()),
                     ..Default::default()
                 };
-                crate::metrics::point(environment, &log)
+                crate::metrics::point(isolate, &log)
             }),
         }),
     }
@@ -563,9 +564,9 @@ fn log_plan(logging: RequestLogging, log: &RequestLog, random: impl FnOnce() -> 
 
 /// The request's metrics data point, when the dataset is bound.
 fn point(router: &Router, log: &RequestLog) -> String {
-    router.metrics.map_or_else(String::new, |environment| {
-        crate::metrics::point(environment, log)
-    })
+    router
+        .metrics
+        .map_or_else(String::new, |isolate| crate::metrics::point(isolate, log))
 }
 
 /// The deadline (ms after the request reached the entry) before which a

@@ -841,16 +841,16 @@ fn every_plan_carries_its_data_point_when_the_dataset_is_bound() {
     let f = forward_of(plan(&unbound, &req, Some(&routed)));
     assert_eq!(f.log.point, "", "no dataset, no point");
     let (mut iso, _) = isolate_with(vars);
-    iso.state.metrics = true;
     iso.state.version = Some("v-7".into());
+    iso.state.bind_metrics();
     let req = incoming(&iso, "https://gitlab.com/help", &[]);
     let routed = decided(&iso, &req);
     let f = forward_of(plan(&iso, &req, Some(&routed)));
     assert_eq!(f.log.min_status, 500, "a routine line is not logged");
-    let items: Vec<&str> = f.log.point.split(crate::wire::ITEM).collect();
+    let items: Vec<&str> = f.log.point.split(crate::wire::FIELD).collect();
     assert_eq!(
         items,
-        ["staging", "v-7", "legacy", "proxy", "", "legacy", "", "", "", "0", "0", "0"],
+        ["staging", "v-7", "legacy", "proxy", "", "legacy", "", "", "", "", "0", "0", "0"],
         "written whatever the log line's sampling"
     );
     // The router's own answer: the error's kind.
@@ -861,7 +861,7 @@ fn every_plan_carries_its_data_point_when_the_dataset_is_bound() {
     };
     match plan(&iso, &refused, Some(&routed)) {
         Plan::Answer { log: Some(log), .. } => {
-            let items: Vec<&str> = log.point.split(crate::wire::ITEM).collect();
+            let items: Vec<&str> = log.point.split(crate::wire::FIELD).collect();
             assert_eq!(
                 items[crate::metrics::item::ERROR_KIND],
                 "upstream_not_allowed"
@@ -870,9 +870,10 @@ fn every_plan_carries_its_data_point_when_the_dataset_is_bound() {
         }
         other => panic!("expected the router's answer, got {other:?}"),
     }
-    match internal_error("boom", Some("staging")) {
+    match internal_error("boom", iso.state.metrics.as_deref()) {
         Plan::Answer { log: Some(log), .. } => assert!(
-            log.point.starts_with("staging\u{1}\u{1}\u{1}internal\u{1}"),
+            log.point
+                .starts_with("staging\u{0}v-7\u{0}\u{0}internal\u{0}"),
             "{:?}",
             log.point
         ),
