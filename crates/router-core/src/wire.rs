@@ -74,9 +74,11 @@ pub mod field {
     pub const LOG_TAIL: usize = 8;
     pub const LOG_MIN_STATUS: usize = 9;
     /// The first of the metrics data point's [`POINT_FIELDS`] items
-    /// ([`crate::metrics::item`]; all empty: no point).
+    /// (`crate::metrics::item`; all empty: no point).
     pub const POINT: usize = 10;
-    pub const POINT_FIELDS: usize = crate::metrics::item::COUNT;
+    /// `crate::metrics::item::COUNT` (held to it by a test: the format
+    /// names no phase's module).
+    pub const POINT_FIELDS: usize = 13;
     /// The status held to the deadline (0: none held).
     pub const HELD_STATUS: usize = POINT + POINT_FIELDS;
     pub const DEADLINE: usize = HELD_STATUS + 1;
@@ -816,7 +818,7 @@ mod tests {
             ("POINT", field::POINT.into()),
             ("ANSWER_POINT", field::ANSWER_POINT.into()),
             ("POINT_BINDING", crate::metrics::BINDING.into()),
-            ("POINT_FIELDS", field::POINT_FIELDS.into()),
+            ("POINT_FIELDS", crate::metrics::item::COUNT.into()),
             ("POINT_ACTION", crate::metrics::item::ACTION.into()),
             ("POINT_CELL", crate::metrics::item::CELL.into()),
             (
@@ -849,6 +851,7 @@ mod tests {
             "a layout entry without its constant"
         );
         assert_eq!(FORWARD_FIXED_FIELDS, field::SET_FROM);
+        assert_eq!(field::POINT_FIELDS, crate::metrics::item::COUNT);
     }
 
     #[test]
