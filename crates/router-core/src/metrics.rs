@@ -68,7 +68,6 @@ pub fn isolate_items(environment: &str, version: Option<&str>) -> String {
 /// [`item`]. An absent value is an empty blob or a 0 double.
 pub fn point(isolate: &str, log: &RequestLog) -> String {
     let mut out = String::with_capacity(isolate.len() + 64);
-    let out = &mut out;
     out.push_str(isolate);
     for value in [
         log.rule.unwrap_or_default(),
@@ -77,23 +76,23 @@ pub fn point(isolate: &str, log: &RequestLog) -> String {
         log.chosen_by.unwrap_or_default(),
         log.cache.map_or("", |c| c.log_name()),
     ] {
-        push_clean(out, value);
+        push_clean(&mut out, value);
         out.push(SEPARATOR);
     }
     if let Some(cell) = log.cell {
-        push_u64(out, cell);
+        push_u64(&mut out, cell);
     }
     out.push(SEPARATOR);
     // The status class's slot.
     out.push(SEPARATOR);
     out.push_str(log.error_kind.unwrap_or_default());
     out.push(SEPARATOR);
-    push_u64(out, log.service_ms.unwrap_or(0));
+    push_u64(&mut out, log.service_ms.unwrap_or(0));
     out.push(SEPARATOR);
-    push_u64(out, u64::from(log.attempts.unwrap_or(0)));
+    push_u64(&mut out, u64::from(log.attempts.unwrap_or(0)));
     out.push(SEPARATOR);
-    push_u64(out, log.fell_through.len() as u64);
-    std::mem::take(out)
+    push_u64(&mut out, log.fell_through.len() as u64);
+    out
 }
 
 /// `value` without the plan's separators (a ruleset's rule id could hold
