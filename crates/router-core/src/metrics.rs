@@ -42,13 +42,13 @@ pub mod item {
     /// The entry replaces it when a step of its own failed.
     pub const ERROR_KIND: usize = 9;
     /// How many blobs: the items before this are the point's blobs.
-    pub const BLOBS: usize = 10;
-    pub const DOUBLES_FROM: usize = 10;
-    pub const SERVICE_MS: usize = 10;
-    pub const ATTEMPTS: usize = 11;
-    pub const FELL_THROUGH: usize = 12;
+    pub const BLOBS: usize = ERROR_KIND + 1;
+    pub const DOUBLES_FROM: usize = BLOBS;
+    pub const SERVICE_MS: usize = DOUBLES_FROM;
+    pub const ATTEMPTS: usize = SERVICE_MS + 1;
+    pub const FELL_THROUGH: usize = ATTEMPTS + 1;
     /// Items in a point.
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = FELL_THROUGH + 1;
 }
 
 /// The point's first two items (environment and version, `GITLAB_ENVIRONMENT`

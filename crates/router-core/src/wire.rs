@@ -417,13 +417,14 @@ impl Plan<'_> {
     ///   input (empty: unsigned), sign header, sign failure (a failure;
     ///   empty: forward unsigned), upstream failure's log error opening (its
     ///   answer is [`encoded_upstream_failure_answer`]), log head, log tail,
-    ///   log min status, 404 delay in ms (0: none), report (empty: none;
-    ///   [`Report::encode`])`, then the headers to set, a field each for a
+    ///   log min status, the data point's [`field::POINT_FIELDS`] items (all
+    ///   empty: none), held status, 404 deadline in ms (0: none), report
+    ///   (empty: none; [`Report::encode`]), body`, then the headers to set, a field each for a
     ///   name and its value (`name, value, name, value, …`): the entry
-    ///   splits the plan once and reads them from the first field after the
-    ///   report ([`FORWARD_FIXED_FIELDS`]).
+    ///   splits the plan once and reads them from the first field after
+    ///   `body` ([`FORWARD_FIXED_FIELDS`]).
     /// * answer: `A, answer, log head (empty: no line), log tail, log min
-    ///   status`
+    ///   status, the data point's items`
     ///
     /// An answer is `status ITEM name ITEM value … ITEM body`; a failure is
     /// `log error opening ITEM answer`.
