@@ -139,16 +139,12 @@ impl Rule {
             }
     }
 
-    pub(super) fn evaluate<'r, 'q>(
-        &'r self,
-        req: &'q RequestParts,
-        eval: &mut Eval<'r, 'q>,
-    ) -> Option<Action<'r>> {
-        for matcher in &self.matchers {
-            if !matcher.matches(req, &mut eval.captures) {
-                return None;
-            }
-        }
+    /// The rule's transforms, validations, reserved-route guard and
+    /// rollout, after its matchers matched: `None` when one refuses. Out of
+    /// line so a fresh isolate compiles the transforms (JWT, base64, the
+    /// routable token's CRC) only when a rule that has them matches.
+    #[inline(never)]
+    fn apply_and_validate<'r, 'q>(&'r self, eval: &mut Eval<'r, 'q>) -> Option<()> {
         for transform in &self.transforms {
             let output = transform
                 .input
@@ -184,6 +180,27 @@ impl Rule {
             if !rollout.admits(&rollout.value.render(eval)?) {
                 return None;
             }
+        }
+        Some(())
+    }
+
+    pub(super) fn evaluate<'r, 'q>(
+        &'r self,
+        req: &'q RequestParts,
+        eval: &mut Eval<'r, 'q>,
+    ) -> Option<Action<'r>> {
+        for matcher in &self.matchers {
+            if !matcher.matches(req, &mut eval.captures) {
+                return None;
+            }
+        }
+        if !self.transforms.is_empty()
+            || !self.not_reserved.is_empty()
+            || self.rollout.is_some()
+            || !self.exist.is_empty()
+            || !self.max_length.is_empty()
+        {
+            self.apply_and_validate(eval)?;
         }
         Some(match &self.action {
             RuleAction::Proxy { address } => Action::Proxy {
