@@ -1,5 +1,6 @@
 //! The log phase: one structured JSON line per request.
 
+use crate::json::PushAscii;
 use serde::Serialize;
 
 use crate::json::{push_escaped, push_quoted, push_u64};
@@ -167,12 +168,12 @@ impl RequestLog<'_> {
         let string = |out: &mut String, key: &str, value: &str| {
             out.push_str(key);
             push_quoted(out, value);
-            out.push(',');
+            out.push_ascii(b',');
         };
         let number = |out: &mut String, key: &str, value: u64| {
             out.push_str(key);
             push_u64(out, value);
-            out.push(',');
+            out.push_ascii(b',');
         };
         string(out, r#"{"ruleset":"#, ruleset);
         string(out, r#""method":"#, method);
@@ -204,7 +205,7 @@ impl RequestLog<'_> {
             out.push_str(r#""fell_through":["#);
             for (i, rule) in fell_through.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push_ascii(b',');
                 }
                 push_quoted(out, rule);
             }
@@ -237,7 +238,7 @@ impl RequestLog<'_> {
             out.push_str(r#","error":"#);
             push_quoted(out, error);
         }
-        out.push('}');
+        out.push_ascii(b'}');
     }
 }
 

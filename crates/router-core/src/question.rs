@@ -1,5 +1,6 @@
 //! Classify requests: what the router asks the Topology Service (SPEC §5).
 
+use crate::json::PushAscii;
 use sha2::{Digest, Sha256};
 
 use crate::json::push_quoted;
@@ -174,7 +175,7 @@ impl ClassifyRequest {
                 push_quoted(&mut body, method);
                 body.push_str(r#","path_info":"#);
                 push_quoted(&mut body, path);
-                body.push('}');
+                body.push_ascii(b'}');
             }
             kind => {
                 body.push_str(r#"{"type":""#);
@@ -186,7 +187,7 @@ impl ClassifyRequest {
         if self.target == Target::Registry {
             body.push_str(r#","target":"registry""#);
         }
-        body.push('}');
+        body.push_ascii(b'}');
         body
     }
 
@@ -208,9 +209,9 @@ impl ClassifyRequest {
         let target = target.name();
         let mut key = String::with_capacity(kind.len() + target.len() + 2 + 64);
         key.extend(kind.chars().map(|c| c.to_ascii_lowercase()));
-        key.push('-');
+        key.push_ascii(b'-');
         key.push_str(target);
-        key.push('-');
+        key.push_ascii(b'-');
         crate::hex::push_hex(&mut key, &digest);
         key
     }

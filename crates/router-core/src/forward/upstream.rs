@@ -1,6 +1,7 @@
 //! Where a forwarded request goes: the cell's URL, and the allow-list of
 //! upstream hosts the router may proxy to (the SSRF guard).
 
+use crate::json::PushAscii;
 use std::collections::HashSet;
 
 use crate::address::validate_address;
@@ -14,7 +15,7 @@ pub fn upstream_url(scheme: &str, address: &str, path: &str, query: &str) -> Str
     url.push_str(address);
     url.push_str(if path.is_empty() { "/" } else { path });
     if !query.is_empty() {
-        url.push('?');
+        url.push_ascii(b'?');
         url.push_str(query);
     }
     url
