@@ -102,6 +102,8 @@ async function main() {
   const all = {
     floor: w.floor(),
     peer: w.peer(),
+    "peer-log": w.peer({ LOG: "1" }),
+    "floor-log": w.floor({ LOG: "1" }),
     "router-session_token": router("session_token"),
     "router-cells": router("cells"),
     "router-session_token-nocache": { ...router("session_token"), cache: false },

@@ -47,9 +47,11 @@ export async function coldStart(specs, request1, { samples: count, outboundHop }
     return out;
   });
   const floor = summary.find((x) => x.config === "floor");
+  const floorLog = summary.find((x) => x.config === "floor-log");
   for (const x of summary) {
     x.over_floor_total_ms = floor ? x.total_ms - floor.total_ms : null;
     x.over_floor_cpu_ms = floor ? x.cpu_total_ms - floor.cpu_total_ms : null;
+    x.over_floor_log_cpu_ms = floorLog ? x.cpu_total_ms - floorLog.cpu_total_ms : null;
   }
   return { samples, summary };
 }

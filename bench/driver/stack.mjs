@@ -155,6 +155,12 @@ export function coldConfigurations({ s, peersThere, workers: w }) {
   return [
     peersThere && { name: "floor", options: w.floor() },
     peersThere && { name: "peer", options: w.peer() },
+    // The router logs every request (GITLAB_REQUEST_LOG): its yardsticks
+    // are the ones that log too, as in the load rounds. A worker's first
+    // console output costs workerd ~10 M instructions under Miniflare
+    // (docs/benchmark.md, "Cold start").
+    peersThere && { name: "floor-log", options: w.floor({ LOG: "1" }) },
+    peersThere && { name: "peer-log", options: w.peer({ LOG: "1" }) },
     { name: "router-session_token", options: w.router("session_token") },
     { name: "router-cells", options: w.router("cells") },
     // Without Miniflare's Cache API emulation (a JS worker over SQLite in

@@ -46,3 +46,14 @@ test("the results section names the command, the commit and the time, and holds 
   assert.doesNotMatch(text, /had errors/);
   assert.match(resultsSection(result(), { command: "c", commit: "x", started: new Date(), ended: new Date(), runStarted: null, bad: 2 }), /\*\*2 part\(s\) had errors\*\*/);
 });
+
+test("the cold verdicts hold the router to peer-log over floor-log when the run has them, and only to the peer when not", async () => {
+  const { coldVerdicts } = await import("../../bench/driver/report.mjs");
+  const row = (config, cpu_first_ms, over_floor_cpu_ms, over_floor_log_cpu_ms) => ({ config, total_ms: 100, cpu_first_ms, over_floor_cpu_ms, over_floor_log_cpu_ms });
+  const withLog = [row("peer", 2, 4, 2), row("peer-log", 4, 6, 4), row("router-cells", 20, 36, 34)];
+  const [line] = coldVerdicts(withLog);
+  assert.match(line, /^router-cells: first request CPU 20\.0 ms \(target ≤ 5: NOT met\), 10\.0× the peer's 2\.0 ms/);
+  assert.match(line, /against the logging yardsticks: first request 5\.0× peer-log's 4\.0 ms, CPU over floor-log 34\.0 vs 4\.0 ms \(8\.5×\)$/);
+  const [plain] = coldVerdicts(withLog.filter((x) => x.config !== "peer-log"));
+  assert.doesNotMatch(plain, /logging yardsticks/);
+});
