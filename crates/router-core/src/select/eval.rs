@@ -194,14 +194,7 @@ impl Rule {
                 return None;
             }
         }
-        if !self.transforms.is_empty()
-            || !self.not_reserved.is_empty()
-            || self.rollout.is_some()
-            || !self.exist.is_empty()
-            || !self.max_length.is_empty()
-        {
-            self.apply_and_validate(eval)?;
-        }
+        self.apply_and_validate(eval)?;
         Some(match &self.action {
             RuleAction::Proxy { address } => Action::Proxy {
                 address: address.as_deref(),
