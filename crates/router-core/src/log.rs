@@ -168,12 +168,12 @@ impl RequestLog<'_> {
         let string = |out: &mut String, key: &str, value: &str| {
             out.push_str(key);
             push_quoted(out, value);
-            out.push_ascii(b',');
+            out.push_ascii(',');
         };
         let number = |out: &mut String, key: &str, value: u64| {
             out.push_str(key);
             push_u64(out, value);
-            out.push_ascii(b',');
+            out.push_ascii(',');
         };
         string(out, r#"{"ruleset":"#, ruleset);
         string(out, r#""method":"#, method);
@@ -205,7 +205,7 @@ impl RequestLog<'_> {
             out.push_str(r#""fell_through":["#);
             for (i, rule) in fell_through.iter().enumerate() {
                 if i > 0 {
-                    out.push_ascii(b',');
+                    out.push_ascii(',');
                 }
                 push_quoted(out, rule);
             }
@@ -238,7 +238,7 @@ impl RequestLog<'_> {
             out.push_str(r#","error":"#);
             push_quoted(out, error);
         }
-        out.push_ascii(b'}');
+        out.push_ascii('}');
     }
 }
 

@@ -59,9 +59,9 @@ pub mod item {
 pub fn isolate_items(environment: &str, version: Option<&str>) -> String {
     let mut out = String::with_capacity(environment.len() + 40);
     push_clean(&mut out, environment);
-    out.push_ascii(SEPARATOR as u8);
+    out.push_ascii(SEPARATOR);
     push_clean(&mut out, version.unwrap_or_default());
-    out.push_ascii(SEPARATOR as u8);
+    out.push_ascii(SEPARATOR);
     out
 }
 
@@ -78,20 +78,20 @@ pub fn point(isolate: &str, log: &RequestLog) -> String {
         log.cache.map_or("", |c| c.log_name()),
     ] {
         push_clean(&mut out, value);
-        out.push_ascii(SEPARATOR as u8);
+        out.push_ascii(SEPARATOR);
     }
     if let Some(cell) = log.cell {
         push_u64(&mut out, cell);
     }
-    out.push_ascii(SEPARATOR as u8);
+    out.push_ascii(SEPARATOR);
     // The status class's slot.
-    out.push_ascii(SEPARATOR as u8);
+    out.push_ascii(SEPARATOR);
     out.push_str(log.error_kind.unwrap_or_default());
-    out.push_ascii(SEPARATOR as u8);
+    out.push_ascii(SEPARATOR);
     push_u64(&mut out, log.service_ms.unwrap_or(0));
-    out.push_ascii(SEPARATOR as u8);
+    out.push_ascii(SEPARATOR);
     push_u64(&mut out, u64::from(log.attempts.unwrap_or(0)));
-    out.push_ascii(SEPARATOR as u8);
+    out.push_ascii(SEPARATOR);
     push_u64(&mut out, log.fell_through.len() as u64);
     out
 }

@@ -175,7 +175,7 @@ impl ClassifyRequest {
                 push_quoted(&mut body, method);
                 body.push_str(r#","path_info":"#);
                 push_quoted(&mut body, path);
-                body.push_ascii(b'}');
+                body.push_ascii('}');
             }
             kind => {
                 body.push_str(r#"{"type":""#);
@@ -187,7 +187,7 @@ impl ClassifyRequest {
         if self.target == Target::Registry {
             body.push_str(r#","target":"registry""#);
         }
-        body.push_ascii(b'}');
+        body.push_ascii('}');
         body
     }
 
@@ -209,9 +209,9 @@ impl ClassifyRequest {
         let target = target.name();
         let mut key = String::with_capacity(kind.len() + target.len() + 2 + 64);
         key.extend(kind.chars().map(|c| c.to_ascii_lowercase()));
-        key.push_ascii(b'-');
+        key.push_ascii('-');
         key.push_str(target);
-        key.push_ascii(b'-');
+        key.push_ascii('-');
         crate::hex::push_hex(&mut key, &digest);
         key
     }

@@ -79,7 +79,7 @@ impl Trace {
                 let mut t = String::with_capacity(55);
                 t.push_str("00-");
                 push_hex(&mut t, trace_id);
-                t.push_ascii(b'-');
+                t.push_ascii('-');
                 push_hex(&mut t, parent_id);
                 t.push_str("-01");
                 t
@@ -182,7 +182,7 @@ pub fn checked_tracestate(value: &str) -> String {
             continue;
         }
         if !out.is_empty() {
-            out.push_ascii(b',');
+            out.push_ascii(',');
         }
         out.push_str(member);
     }
@@ -228,7 +228,7 @@ pub fn uuid_v4(mut bytes: [u8; 16]) -> String {
     let mut uuid = String::with_capacity(36);
     for (i, group) in [0..4, 4..6, 6..8, 8..10, 10..16].into_iter().enumerate() {
         if i > 0 {
-            uuid.push_ascii(b'-');
+            uuid.push_ascii('-');
         }
         push_hex(&mut uuid, &bytes[group]);
     }

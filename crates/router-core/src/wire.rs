@@ -301,15 +301,15 @@ fn push_status(out: &mut String, status: u16) {
 
 fn push_answer(out: &mut String, a: &Answer) {
     push_status(out, a.status);
-    out.push_ascii(ITEM as u8);
+    out.push_ascii(ITEM);
     push_pairs(out, &a.headers);
-    out.push_ascii(ITEM as u8);
+    out.push_ascii(ITEM);
     out.push_str(&a.body);
 }
 
 fn push_failure(out: &mut String, f: &Failure) {
     out.push_str(&f.log_error_open);
-    out.push_ascii(ITEM as u8);
+    out.push_ascii(ITEM);
     push_answer(out, &f.answer);
 }
 
@@ -324,16 +324,16 @@ fn parse_failure(field: &str) -> Option<Failure> {
 fn push_log(out: &mut String, log: Option<&LogPlan>) {
     if let Some(log) = log {
         out.push_str(&log.head);
-        out.push_ascii(FIELD as u8);
+        out.push_ascii(FIELD);
         out.push_str(&log.tail);
-        out.push_ascii(FIELD as u8);
+        out.push_ascii(FIELD);
         push_status(out, log.min_status);
-        out.push_ascii(FIELD as u8);
+        out.push_ascii(FIELD);
         push_point(out, &log.point);
     } else {
-        out.push_ascii(FIELD as u8);
-        out.push_ascii(FIELD as u8);
-        out.push_ascii(FIELD as u8);
+        out.push_ascii(FIELD);
+        out.push_ascii(FIELD);
+        out.push_ascii(FIELD);
         push_point(out, "");
     }
 }
@@ -342,7 +342,7 @@ fn push_log(out: &mut String, log: Option<&LogPlan>) {
 fn push_point(out: &mut String, point: &str) {
     if point.is_empty() {
         for _ in 1..field::POINT_FIELDS {
-            out.push_ascii(FIELD as u8);
+            out.push_ascii(FIELD);
         }
     } else {
         out.push_str(point);
@@ -373,10 +373,10 @@ fn parse_log(head: &str, tail: &str, min_status: &str, point: &[&str]) -> Option
 fn push_pairs<N: AsRef<str>>(out: &mut String, pairs: &[(N, String)]) {
     for (i, (name, value)) in pairs.iter().enumerate() {
         if i > 0 {
-            out.push_ascii(ITEM as u8);
+            out.push_ascii(ITEM);
         }
         out.push_str(name.as_ref());
-        out.push_ascii(ITEM as u8);
+        out.push_ascii(ITEM);
         out.push_str(value);
     }
 }
@@ -437,70 +437,70 @@ impl Plan<'_> {
         match self {
             Plan::Answer { answer, log } => {
                 out.push_str(KIND_ANSWER);
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 push_answer(&mut out, answer);
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 push_log(&mut out, log.as_ref());
             }
             Plan::Forward(f) => {
                 out.push_str(KIND_FORWARD);
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 out.push_str(&f.url);
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 for (i, name) in f.drop.iter().enumerate() {
                     if i > 0 {
-                        out.push_ascii(ITEM as u8);
+                        out.push_ascii(ITEM);
                     }
                     out.push_str(name);
                 }
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 if let Some(s) = &f.signing {
                     out.push_str(&s.input);
-                    out.push_ascii(FIELD as u8);
+                    out.push_ascii(FIELD);
                     out.push_str(&s.header);
-                    out.push_ascii(FIELD as u8);
+                    out.push_ascii(FIELD);
                     if let Some(f) = &s.on_failure {
                         push_failure(&mut out, f);
                     }
                 } else {
-                    out.push_ascii(FIELD as u8);
-                    out.push_ascii(FIELD as u8);
+                    out.push_ascii(FIELD);
+                    out.push_ascii(FIELD);
                 }
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 out.push_str(&f.upstream_failure_log);
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 push_log(&mut out, Some(&f.log));
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 let held = if f.not_found_deadline_ms > 0 {
                     HELD_STATUS
                 } else {
                     0
                 };
                 push_status(&mut out, held);
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 crate::json::push_u64(&mut out, u64::from(f.not_found_deadline_ms));
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 match &f.report {
                     Some(report) => {
                         let (from, to) = report.report_statuses();
                         out.push_str(&report.encode_flags());
-                        out.push_ascii(FIELD as u8);
+                        out.push_ascii(FIELD);
                         crate::json::push_u64(&mut out, report.circuit as u64);
-                        out.push_ascii(FIELD as u8);
+                        out.push_ascii(FIELD);
                         push_status(&mut out, from);
-                        out.push_ascii(FIELD as u8);
+                        out.push_ascii(FIELD);
                         push_status(&mut out, to);
-                        out.push_ascii(FIELD as u8);
+                        out.push_ascii(FIELD);
                         crate::json::push_u64(&mut out, u64::from(report.headers_timeout_ms));
                     }
                     None => out.push_str("\u{0}\u{0}0\u{0}0\u{0}0"),
                 }
-                out.push_ascii(FIELD as u8);
+                out.push_ascii(FIELD);
                 out.push(if f.body { '1' } else { '0' });
                 for (name, value) in &f.set {
-                    out.push_ascii(FIELD as u8);
+                    out.push_ascii(FIELD);
                     out.push_str(name);
-                    out.push_ascii(FIELD as u8);
+                    out.push_ascii(FIELD);
                     out.push_str(value);
                 }
             }

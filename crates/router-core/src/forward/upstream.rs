@@ -15,7 +15,7 @@ pub fn upstream_url(scheme: &str, address: &str, path: &str, query: &str) -> Str
     url.push_str(address);
     url.push_str(if path.is_empty() { "/" } else { path });
     if !query.is_empty() {
-        url.push_ascii(b'?');
+        url.push_ascii('?');
         url.push_str(query);
     }
     url
