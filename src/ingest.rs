@@ -31,14 +31,15 @@ pub fn fill_headers(parts: &mut RequestParts, names: &[String], joined: &str) ->
         let last = i + 1 == names.len();
         // Most values are one byte (an absent header's `\x01`): a byte loop
         // finds the separator sooner than `str::split`'s searcher did.
-        let (value, after) = match (rest.bytes().position(|b| b == SEPARATOR as u8), last) {
-            (Some(at), false) => (&rest[..at], &rest[at + 1..]),
-            (None, true) => (rest, ""),
+        let split = match (rest.bytes().position(|b| b == SEPARATOR as u8), last) {
+            (Some(at), false) => rest.get(..at).zip(rest.get(at + 1..)),
+            (None, true) => Some((rest, "")),
             // Too few values, or more than one in the last.
-            _ => {
-                parts.headers.truncate(before);
-                return false;
-            }
+            _ => None,
+        };
+        let Some((value, after)) = split else {
+            parts.headers.truncate(before);
+            return false;
         };
         if value != HEADER_ABSENT {
             parts.headers.push((name.clone(), value.to_string()));

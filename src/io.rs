@@ -45,7 +45,9 @@ pub fn random_bytes(out: &mut [u8]) {
             }
             *used = 0;
         }
-        let taken = &mut buf[*used..*used + out.len()];
+        let Some(taken) = buf.get_mut(*used..*used + out.len()) else {
+            return false;
+        };
         out.copy_from_slice(taken);
         // Used bytes are not kept around.
         taken.fill(0);

@@ -59,7 +59,9 @@ async fn read_stream(binding: &JsValue, key: &str, max_bytes: usize) -> Read {
         }
         let start = bytes.len();
         bytes.resize(start + array.length() as usize, 0);
-        array.copy_to(&mut bytes[start..]);
+        if let Some(tail) = bytes.get_mut(start..) {
+            array.copy_to(tail);
+        }
     }
     match String::from_utf8(bytes) {
         Ok(text) => Read::Text(text),

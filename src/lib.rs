@@ -22,6 +22,24 @@
 //! memory-cache miss) is handed to `routeAsync` as it stands, so the rules
 //! run once per request.
 
+// As in router-core: no code outside the tests may panic on a value from
+// outside (docs/decisions.md, "What can still panic").
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::string_slice,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::get_unwrap
+    )
+)]
+#![deny(unsafe_code)]
+
 mod control;
 mod held_lines;
 mod ingest;
@@ -315,7 +333,9 @@ fn route_sync_parts(iso: &Isolate, url: &str, method: &str, headers: &str) -> Op
         return None;
     }
     let mut incoming = Incoming::parse(url, method.to_string())?;
+    // Test builds only: the panic this probe exists to cause.
     #[cfg(feature = "panic-probe")]
+    #[allow(clippy::panic)]
     match incoming.parts.path.as_str() {
         "/__panic_probe__/sync" => panic!("panic probe: routeSync"),
         "/__panic_probe__/async" => return None,
@@ -388,7 +408,9 @@ pub async fn route_async(
             (incoming, None)
         }
     };
+    // Test builds only: the panic this probe exists to cause.
     #[cfg(feature = "panic-probe")]
+    #[allow(clippy::panic)]
     if incoming.parts.path == "/__panic_probe__/async" {
         // After an await, as a panic in the resolver would be: from a
         // microtask, not from the entry's call.

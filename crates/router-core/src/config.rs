@@ -402,7 +402,7 @@ impl Config {
         hasher.update(b"\n");
         hasher.update(self.proxy_host.as_deref().unwrap_or("").as_bytes());
         let mut out = String::with_capacity(32);
-        for byte in &hasher.finalize()[..16] {
+        for byte in hasher.finalize().iter().take(16) {
             let _ = write!(out, "{byte:02x}");
         }
         out

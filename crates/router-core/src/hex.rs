@@ -9,6 +9,10 @@ const DIGITS: &[u8; 16] = b"0123456789abcdef";
 /// worker's `opt-level = "s"` (~70 instructions a byte in workerd), and
 /// `spare_capacity_mut().chunks_exact_mut(2).zip(bytes)` still built its
 /// iterators in memory (~30 a byte).
+// Reviewed: the two unsafe blocks keep `out` UTF-8 and write only inside
+// its reserved capacity (below); a nibble (`b >> 4`, `b & 0x0f`) is < 16,
+// the length of DIGITS.
+#[allow(unsafe_code, clippy::indexing_slicing)]
 pub fn push_hex(out: &mut String, bytes: &[u8]) {
     let len = 2 * bytes.len();
     // SAFETY: only ASCII digits are appended, so `out` stays UTF-8.

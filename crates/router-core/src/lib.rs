@@ -11,6 +11,25 @@
 //! **select** ([`Ruleset::decide`]), **resolve** ([`resolve::Resolver`]),
 //! **forward** ([`forward`]) and **log** ([`log::RequestLog`]).
 
+// A panic in the wasm fails every request in flight in the isolate: no
+// code outside the tests may panic on a value from outside
+// (docs/decisions.md, "What can still panic").
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::string_slice,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::get_unwrap
+    )
+)]
+#![deny(unsafe_code)]
+
 // Leaves: the request, the select -> resolve contract, writers, and the
 // JS <-> Rust wire format, which every phase may use.
 pub mod address;

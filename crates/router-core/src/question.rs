@@ -42,6 +42,12 @@ pub enum ClassifyKind {
     Learn,
 }
 
+/// Claim `i`'s names (upper snake case, camelCase): a `Claim` index is
+/// only ever made by position in [`CLAIM_TYPES`]; past it, empty names.
+pub fn claim_names(i: usize) -> (&'static str, &'static str) {
+    CLAIM_TYPES.get(i).copied().unwrap_or(("", ""))
+}
+
 impl ClassifyKind {
     /// Parses an upper snake case type name as rulesets spell it.
     pub fn parse(name: &str) -> Option<ClassifyKind> {
@@ -62,7 +68,7 @@ impl ClassifyKind {
             ClassifyKind::FirstCell => "FIRST_CELL",
             ClassifyKind::SessionPrefix => "SESSION_PREFIX",
             ClassifyKind::CellId => "CELL_ID",
-            ClassifyKind::Claim(i) => CLAIM_TYPES[i].0,
+            ClassifyKind::Claim(i) => claim_names(i).0,
             ClassifyKind::Learn => "LEARN",
         }
     }
@@ -71,7 +77,7 @@ impl ClassifyKind {
     /// claim its camelCase key (e.g. `organizationPath`).
     pub fn rule_type_header(self) -> &'static str {
         match self {
-            ClassifyKind::Claim(i) => CLAIM_TYPES[i].1,
+            ClassifyKind::Claim(i) => claim_names(i).1,
             other => other.name(),
         }
     }
@@ -162,7 +168,7 @@ impl ClassifyRequest {
         match self.kind {
             ClassifyKind::Claim(i) => {
                 body.push_str(r#"{"claims":[{""#);
-                body.push_str(CLAIM_TYPES[i].1);
+                body.push_str(claim_names(i).1);
                 body.push_str(r#"":"#);
                 push_quoted(&mut body, value);
                 body.push_str("}]");

@@ -49,7 +49,7 @@ impl<'a> UrlParts<'a> {
         // A byte search: `find` with a set of chars decodes every char.
         let end = rest.bytes().position(|b| matches!(b, b'/' | b'?' | b'#'));
         let (authority, path_and_query) = match end {
-            Some(i) => (&rest[..i], &rest[i..]),
+            Some(i) => rest.split_at_checked(i)?,
             None => (rest, "/"),
         };
         if authority.is_empty() || authority.contains('@') {

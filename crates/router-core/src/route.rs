@@ -63,8 +63,8 @@ impl Routed<'_> {
 
 /// Where evaluation resumes when `decision` got `res`: after the rule, if
 /// it hands not-found keys on and the key was not found.
-fn resumes_at(decision: &Decision, res: &Resolution) -> Option<usize> {
-    let next = decision.next_on_not_found?;
+fn resumes_at(next_on_not_found: Option<usize>, res: &Resolution) -> Option<usize> {
+    let next = next_on_not_found?;
     (res.classification == Some(Classification::NotFound)).then_some(next)
 }
 
@@ -82,13 +82,50 @@ pub struct Pending {
     fell_through: Box<[(Box<str>, Resolution)]>,
 }
 
+/// A classify decision with its question taken out, so that what needs
+/// resolving is a classify step by its type (no "not a classify decision"
+/// case to rule out at run time).
+struct ClassifyStep<'r> {
+    question: crate::ClassifyRequest,
+    rule_id: Option<&'r str>,
+    next_on_not_found: Option<usize>,
+    unavailable_on_outage: bool,
+    counts_gateway_statuses: bool,
+}
+
+impl<'r> ClassifyStep<'r> {
+    /// The step of a classify decision; any other decision back as it is.
+    fn of(decision: Decision<'r>) -> Result<ClassifyStep<'r>, Decision<'r>> {
+        match decision.action {
+            Action::Classify(question) => Ok(ClassifyStep {
+                question,
+                rule_id: decision.rule_id,
+                next_on_not_found: decision.next_on_not_found,
+                unavailable_on_outage: decision.unavailable_on_outage,
+                counts_gateway_statuses: decision.counts_gateway_statuses,
+            }),
+            action => Err(Decision { action, ..decision }),
+        }
+    }
+
+    fn into_decision(self) -> Decision<'r> {
+        Decision {
+            rule_id: self.rule_id,
+            action: Action::Classify(self.question),
+            next_on_not_found: self.next_on_not_found,
+            unavailable_on_outage: self.unavailable_on_outage,
+            counts_gateway_statuses: self.counts_gateway_statuses,
+        }
+    }
+}
+
 /// How far one pass of the rules got.
 enum Walk<'r> {
     Routed(Routed<'r>),
-    /// A classify decision whose resolution needs I/O (the memory cache
+    /// A classify step whose resolution needs I/O (the memory cache
     /// could not answer it, or the caller resolves everything by I/O).
     Needs {
-        decision: Decision<'r>,
+        step: ClassifyStep<'r>,
         fell_through: Vec<(&'r str, Resolution)>,
     },
 }
@@ -108,22 +145,17 @@ fn walk<'r>(
     mut known: impl FnMut(&crate::ClassifyRequest) -> Option<Resolution>,
 ) -> Walk<'r> {
     loop {
-        let decision = ruleset.decide_from(request, first);
-        let res = match &decision.action {
-            Action::Classify(question) if resolving => match known(question) {
-                Some(res) => Some(res),
-                None => {
-                    return Walk::Needs {
-                        decision,
-                        fell_through,
-                    }
-                }
+        let (decision, res) = match ClassifyStep::of(ruleset.decide_from(request, first)) {
+            Ok(step) if resolving => match known(&step.question) {
+                Some(res) => (step.into_decision(), Some(res)),
+                None => return Walk::Needs { step, fell_through },
             },
-            _ => None,
+            Ok(step) => (step.into_decision(), None),
+            Err(decision) => (decision, None),
         };
         match (res, decision.rule_id) {
-            (Some(res), Some(rule)) if resumes_at(&decision, &res).is_some() => {
-                first = resumes_at(&decision, &res).unwrap_or(usize::MAX);
+            (Some(res), Some(rule)) if resumes_at(decision.next_on_not_found, &res).is_some() => {
+                first = resumes_at(decision.next_on_not_found, &res).unwrap_or(usize::MAX);
                 fell_through.push((rule, res));
             }
             (resolution, _) => {
@@ -155,24 +187,18 @@ where
     };
     match walk(ruleset, request, 0, Vec::new(), resolver.is_some(), memory) {
         Walk::Routed(routed) => Ok(routed),
-        Walk::Needs {
-            decision,
-            fell_through,
-        } => Err(Pending::of(decision, fell_through)),
+        Walk::Needs { step, fell_through } => Err(Pending::of(step, fell_through)),
     }
 }
 
 impl Pending {
-    fn of(decision: Decision, fell_through: Vec<(&str, Resolution)>) -> Pending {
-        let Action::Classify(question) = decision.action else {
-            unreachable!("a walk stops only at a classify decision")
-        };
+    fn of(step: ClassifyStep, fell_through: Vec<(&str, Resolution)>) -> Pending {
         Pending {
-            rule: decision.rule_id.unwrap_or_default().into(),
-            question,
-            next_on_not_found: decision.next_on_not_found,
-            unavailable_on_outage: decision.unavailable_on_outage,
-            counts_gateway_statuses: decision.counts_gateway_statuses,
+            rule: step.rule_id.unwrap_or_default().into(),
+            question: step.question,
+            next_on_not_found: step.next_on_not_found,
+            unavailable_on_outage: step.unavailable_on_outage,
+            counts_gateway_statuses: step.counts_gateway_statuses,
             fell_through: fell_through
                 .into_iter()
                 .map(|(rule, res)| (Box::from(rule), res))
@@ -194,21 +220,21 @@ where
     C: SharedCache,
     P: Platform,
 {
-    match (
-        walk(ruleset, request, 0, Vec::new(), resolver.is_some(), |_| {
-            None
-        }),
-        resolver,
-    ) {
-        (Walk::Routed(routed), _) => routed,
-        (
-            Walk::Needs {
-                decision,
+    let resolving = resolver.is_some();
+    match walk(ruleset, request, 0, Vec::new(), resolving, |_| None) {
+        Walk::Routed(routed) => routed,
+        Walk::Needs { step, fell_through } => match resolver {
+            Some(resolver) => {
+                resolve_on(ruleset, resolver, request, trace, step, fell_through).await
+            }
+            // Without a resolver the walk stops at no step; were it to,
+            // the decision goes unresolved, as every classify one does.
+            None => Routed {
+                decision: step.into_decision(),
+                resolution: None,
                 fell_through,
             },
-            Some(resolver),
-        ) => resolve_on(ruleset, resolver, request, trace, decision, fell_through).await,
-        (Walk::Needs { .. }, None) => unreachable!("no resolver: no classify step needs one"),
+        },
     }
 }
 
@@ -240,17 +266,17 @@ where
         .into_iter()
         .map(|(rule, res)| (id(&rule), res))
         .collect();
-    let decision = Decision {
+    let step = ClassifyStep {
         rule_id: Some(id(&pending.rule)),
-        action: Action::Classify(pending.question),
+        question: pending.question,
         next_on_not_found: pending.next_on_not_found,
         unavailable_on_outage: pending.unavailable_on_outage,
         counts_gateway_statuses: pending.counts_gateway_statuses,
     };
-    resolve_on(ruleset, resolver, request, trace, decision, fell_through).await
+    resolve_on(ruleset, resolver, request, trace, step, fell_through).await
 }
 
-/// Resolves `decision`'s question (through every level), then, while the
+/// Resolves `step`'s question (through every level), then, while the
 /// key is not found and the rule hands such keys on, walks on and resolves
 /// the next rule that needs it.
 async fn resolve_on<'r, T, C, P>(
@@ -258,7 +284,7 @@ async fn resolve_on<'r, T, C, P>(
     resolver: &Resolver<T, C, P>,
     request: &RequestParts,
     trace: &Trace,
-    mut decision: Decision<'r>,
+    mut step: ClassifyStep<'r>,
     mut fell_through: Vec<(&'r str, Resolution)>,
 ) -> Routed<'r>
 where
@@ -267,13 +293,11 @@ where
     P: Platform,
 {
     loop {
-        let Action::Classify(question) = &decision.action else {
-            unreachable!("only a classify decision needs resolving")
-        };
-        let res = resolver.resolve_traced(question, trace).await;
-        let (Some(next), Some(rule)) = (resumes_at(&decision, &res), decision.rule_id) else {
+        let res = resolver.resolve_traced(&step.question, trace).await;
+        let (Some(next), Some(rule)) = (resumes_at(step.next_on_not_found, &res), step.rule_id)
+        else {
             return Routed {
-                decision,
+                decision: step.into_decision(),
                 resolution: Some(res),
                 fell_through,
             };
@@ -282,10 +306,10 @@ where
         match walk(ruleset, request, next, fell_through, true, |_| None) {
             Walk::Routed(routed) => return routed,
             Walk::Needs {
-                decision: d,
+                step: s,
                 fell_through: f,
             } => {
-                decision = d;
+                step = s;
                 fell_through = f;
             }
         }

@@ -128,19 +128,24 @@ pub fn is_traceparent(value: &str) -> bool {
 /// version 00 as it is, a later version's first four fields written as
 /// version 00 (all this router can vouch for).
 pub fn canonical_traceparent(value: &str) -> Option<String> {
-    let bytes = value.as_bytes();
-    if bytes.len() < TRACEPARENT_LEN {
-        return None;
-    }
+    // `get` is `None` when byte 55 is inside a character: then the head
+    // holds a non-ASCII byte and is invalid anyway.
     let head = value.get(..TRACEPARENT_LEN)?;
-    let (version, trace_id, parent_id, flags) =
-        (&head[0..2], &head[3..35], &head[36..52], &head[53..55]);
-    let dashes = [2, 35, 52].iter().all(|&i| bytes[i] == b'-');
-    let rest_ok = match bytes.len() {
-        TRACEPARENT_LEN => true,
-        _ => version != "00" && bytes[TRACEPARENT_LEN] == b'-',
-    };
-    let valid = dashes
+    let rest = value.get(TRACEPARENT_LEN..)?;
+    let mut fields = head.split('-');
+    let (version, trace_id, parent_id, flags) = (
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+    );
+    let lengths_ok = fields.next().is_none()
+        && version.len() == 2
+        && trace_id.len() == 32
+        && parent_id.len() == 16
+        && flags.len() == 2;
+    let rest_ok = rest.is_empty() || (version != "00" && rest.starts_with('-'));
+    let valid = lengths_ok
         && rest_ok
         && version != "ff"
         && [version, trace_id, parent_id, flags]
@@ -151,11 +156,14 @@ pub fn canonical_traceparent(value: &str) -> Option<String> {
     if !valid {
         return None;
     }
-    Some(if version == "00" {
-        head.to_string()
-    } else {
-        format!("00{}", &head[2..])
-    })
+    let mut out = String::with_capacity(TRACEPARENT_LEN);
+    for (i, field) in ["00", trace_id, parent_id, flags].into_iter().enumerate() {
+        if i > 0 {
+            out.push_ascii('-');
+        }
+        out.push_str(field);
+    }
+    Some(out)
 }
 
 /// A client's `tracestate` as the router forwards it: its list members
@@ -199,7 +207,10 @@ fn is_tracestate_member(member: &str) -> bool {
     let key_char =
         |b: u8| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'*' | b'/' | b'@');
     let key_ok = (1..=256).contains(&key.len())
-        && key.as_bytes()[0].is_ascii_lowercase() | key.as_bytes()[0].is_ascii_digit()
+        && key
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         && key.bytes().all(key_char)
         && key.bytes().filter(|&b| b == b'@').count() <= 1;
     let value_ok = (1..=256).contains(&value.len())
@@ -230,7 +241,7 @@ pub fn uuid_v4(mut bytes: [u8; 16]) -> String {
         if i > 0 {
             uuid.push_ascii('-');
         }
-        push_hex(&mut uuid, &bytes[group]);
+        push_hex(&mut uuid, bytes.get(group).unwrap_or_default());
     }
     uuid
 }
@@ -313,6 +324,25 @@ mod tests {
             zero.traceparent,
             "00-00000000000000000000000000000001-0000000000000001-01"
         );
+    }
+
+    /// Non-ASCII bytes anywhere in the first 55: refused, never a panic
+    /// (a character across byte 2, 35, 52 or 55 panicked the slicing).
+    #[test]
+    fn non_ascii_traceparent_is_refused() {
+        let issue = format!("0\u{e9}{}", "a".repeat(60));
+        assert_eq!(canonical_traceparent(&issue), None);
+        for at in 0..VALID.len() {
+            for wide in ["\u{e9}", "\u{20ac}", "\u{1f600}"] {
+                let mut value = String::from(VALID);
+                value.replace_range(at..at + 1, wide);
+                assert_eq!(canonical_traceparent(&value), None, "{value:?}");
+                value.push_str("-extra");
+                assert_eq!(canonical_traceparent(&value), None, "{value:?}");
+            }
+        }
+        let later = format!("cc{}-\u{e9}", &VALID[2..]);
+        assert_eq!(canonical_traceparent(&later).as_deref(), Some(VALID));
     }
 
     #[test]

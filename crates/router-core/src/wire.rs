@@ -385,12 +385,14 @@ fn push_pairs<N: AsRef<str>>(out: &mut String, pairs: &[(N, String)]) {
 /// items between the first and the last.
 fn parse_answer(field: &str) -> Option<Answer> {
     let items: Vec<&str> = field.split(ITEM).collect();
-    if items.len() < 3 {
+    let (status, rest) = items.split_first()?;
+    let (body, headers) = rest.split_last()?;
+    if headers.is_empty() {
         return None;
     }
-    let status = items[0].parse().ok()?;
-    let body = items[items.len() - 1].to_string();
-    let headers = parse_pairs(&items[1..items.len() - 1])?;
+    let status = status.parse().ok()?;
+    let body = body.to_string();
+    let headers = parse_pairs(headers)?;
     Some(Answer {
         status,
         headers,
@@ -399,7 +401,7 @@ fn parse_answer(field: &str) -> Option<Answer> {
 }
 
 fn parse_pairs(items: &[&str]) -> Option<Vec<(String, String)>> {
-    if items.len() == 1 && items[0].is_empty() {
+    if items == [""] {
         return Some(Vec::new());
     }
     if !items.len().is_multiple_of(2) {
@@ -407,8 +409,11 @@ fn parse_pairs(items: &[&str]) -> Option<Vec<(String, String)>> {
     }
     Some(
         items
-            .chunks(2)
-            .map(|p| (p[0].to_string(), p[1].to_string()))
+            .chunks_exact(2)
+            .filter_map(|p| match p {
+                [name, value] => Some((name.to_string(), value.to_string())),
+                _ => None,
+            })
             .collect(),
     )
 }
@@ -538,8 +543,13 @@ impl Plan<'_> {
                         drop.split(ITEM).map(str::to_string).collect()
                     },
                     set: set
-                        .chunks(2)
-                        .map(|p| (Cow::Owned(p[0].to_string()), Cow::Owned(p[1].to_string())))
+                        .chunks_exact(2)
+                        .filter_map(|p| match p {
+                            [name, value] => {
+                                Some((Cow::Owned(name.to_string()), Cow::Owned(value.to_string())))
+                            }
+                            _ => None,
+                        })
                         .collect(),
                     signing: if sign_input.is_empty() {
                         None

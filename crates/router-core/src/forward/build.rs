@@ -133,8 +133,14 @@ pub fn plan<'a, P: Platform>(
     // fast 503.
     let mut report = None;
     if let Some(circuit) = router.settings.cells.circuit_of_address(&address) {
-        let cell = &router.settings.cells.cells()[cells::health::cell_of_circuit(circuit)];
-        log.cell = Some(cell.id);
+        // A listed address's circuit is always one of the list's cells.
+        let cell_id = router
+            .settings
+            .cells
+            .cells()
+            .get(cells::health::cell_of_circuit(circuit))
+            .map_or(0, |cell| cell.id);
+        log.cell = Some(cell_id);
         let long_lived = cells::circuit::is_long_lived(&parts.path, parts.header("upgrade"));
         let trial_eligible = !body && !long_lived;
         let admission =
@@ -159,7 +165,7 @@ pub fn plan<'a, P: Platform>(
                     router,
                     log,
                     RouterError::CellUnavailable {
-                        cell: cell.id,
+                        cell: cell_id,
                         address,
                         why,
                         retry_after_secs,
@@ -491,10 +497,10 @@ fn spread<P: Platform>(router: &Router, platform: &P, log: &mut RequestLog) -> O
         .health
         .borrow()
         .choose(platform.random(), platform.now_ms());
-    match chosen {
-        Some(i) => {
+    match chosen.and_then(|i| router.settings.cells.cells().get(i)) {
+        Some(cell) => {
             log.chosen_by = Some("spread");
-            Some(router.settings.cells.cells()[i].address.clone())
+            Some(cell.address.clone())
         }
         None => {
             log.chosen_by = Some("legacy");

@@ -131,8 +131,9 @@ impl Signer {
                 bytes.len()
             ));
         }
-        let mut seed = [0u8; 32];
-        seed.copy_from_slice(&bytes[..32]);
+        let Some(seed) = bytes.first_chunk::<32>().copied() else {
+            return Err("the signing key is shorter than an Ed25519 seed".into());
+        };
         // Whether a 64-byte key's halves belong together is checked where
         // the curve arithmetic is built in (router_keys::signer_from_base64:
         // rulesctl and the deploy checks); the worker uses the seed alone.

@@ -128,8 +128,10 @@ impl AllowList {
             let host_ok = if e.wildcard {
                 // `e.host` is ".suffix": at least one label before it.
                 host.len() > e.host.len()
-                    && host.as_bytes()[host.len() - e.host.len()..]
-                        .eq_ignore_ascii_case(e.host.as_bytes())
+                    && host
+                        .as_bytes()
+                        .get(host.len() - e.host.len()..)
+                        .is_some_and(|tail| tail.eq_ignore_ascii_case(e.host.as_bytes()))
             } else {
                 host.eq_ignore_ascii_case(&e.host)
             };

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use super::cells::CellList;
 use super::topology::{CachePolicy, Classification};
-use crate::question::CLAIM_TYPES;
+use crate::question::{claim_names, CLAIM_TYPES};
 
 /// The most invalidations a document may hold (the document's 64 KiB cap
 /// binds first for long values).
@@ -106,7 +106,7 @@ impl Invalidation {
         map.insert("at_ms".into(), self.at_ms.into());
         match &self.subject {
             Subject::Claim(i, v) => {
-                map.insert("claim".into(), format!("{}={v}", CLAIM_TYPES[*i].1).into())
+                map.insert("claim".into(), format!("{}={v}", claim_names(*i).1).into())
             }
             Subject::Tag(t) => map.insert("tag".into(), t.clone().into()),
             Subject::Cell(id) => map.insert("cell".into(), (*id).into()),
@@ -118,7 +118,7 @@ impl Invalidation {
     /// `cell=2`).
     pub fn describe(&self) -> String {
         match &self.subject {
-            Subject::Claim(i, v) => format!("{}={v}", CLAIM_TYPES[*i].1),
+            Subject::Claim(i, v) => format!("{}={v}", claim_names(*i).1),
             Subject::Tag(t) => format!("tag={t}"),
             Subject::Cell(id) => format!("cell={id}"),
         }
@@ -167,7 +167,7 @@ pub fn horizon_ms(cache: &CachePolicy) -> u64 {
 
 /// Whether `kind` is a claim whose values nest like paths.
 fn nests(index: usize) -> bool {
-    matches!(CLAIM_TYPES[index].1, "route" | "redirectRoute")
+    matches!(claim_names(index).1, "route" | "redirectRoute")
 }
 
 /// The invalidations in force, indexed for lookups.
@@ -211,7 +211,7 @@ impl Index {
                 Subject::Tag(t) => raise(&mut index.tags, t.clone(), at),
                 Subject::Cell(id) => {
                     raise(&mut index.tags, format!("cell-{id}"), at);
-                    if let Some(cell) = cells.position_of_id(*id).map(|i| &cells.cells()[i]) {
+                    if let Some(cell) = cells.by_id(*id) {
                         raise(&mut index.addresses, cell.address.clone(), at);
                         if let Some(r) = &cell.registry_address {
                             raise(&mut index.addresses, r.clone(), at);
@@ -260,8 +260,9 @@ impl Index {
             if nests(i) {
                 let mut end = value.len();
                 loop {
-                    seen(self.claims.get(&(i, value[..end].to_string())));
-                    match value[..end].rfind('/') {
+                    let prefix = value.get(..end).unwrap_or_default();
+                    seen(self.claims.get(&(i, prefix.to_string())));
+                    match prefix.rfind('/') {
                         Some(cut) => end = cut,
                         None => break,
                     }

@@ -74,7 +74,7 @@ pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
     ends.into_iter()
         .rev()
         .filter(|&end| end > 1)
-        .map(move |end| &trimmed[..end])
+        .filter_map(move |end| trimmed.get(..end))
 }
 
 /// Whether `prefix` covers `path`: equal, or `path` goes on after it with
@@ -83,7 +83,7 @@ pub fn covers(prefix: &str, path: &str) -> bool {
     let prefix = prefix.trim_end_matches('/');
     !prefix.is_empty()
         && path.starts_with(prefix)
-        && (path.len() == prefix.len() || path.as_bytes()[prefix.len()] == b'/')
+        && matches!(path.as_bytes().get(prefix.len()), None | Some(b'/'))
 }
 
 /// What an answer applies to.

@@ -418,9 +418,12 @@ pub(super) fn compile_template(
         match part {
             Ok(literal) => segments.push(Segment::Literal(literal)),
             Err(var) => {
-                let var_ref = if let Some(i) = outputs.iter().position(|(n, _)| *n == var.head) {
-                    outputs[i]
-                        .1
+                let output = outputs
+                    .iter()
+                    .enumerate()
+                    .find(|(_, (n, _))| *n == var.head);
+                let var_ref = if let Some((i, (_, shape))) = output {
+                    shape
                         .check_key(var.tail.as_deref())
                         .map_err(|e| c.err(format!("{field}: ${{{}}}: {e}", var.head)))?;
                     VarRef::Output {

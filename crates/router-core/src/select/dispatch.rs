@@ -56,29 +56,40 @@ impl PathDispatch {
     fn insert(&mut self, prefix: &[u8], bit: u128) {
         let mut at = 0usize;
         for &byte in prefix {
-            at = match self.nodes[at].children.binary_search_by_key(&byte, |c| c.0) {
-                Ok(i) => self.nodes[at].children[i].1 as usize,
-                Err(i) => {
-                    let next = self.nodes.len();
+            let next = self.nodes.len();
+            let Some(node) = self.nodes.get_mut(at) else {
+                return;
+            };
+            let pos = node.children.partition_point(|c| c.0 < byte);
+            at = match node.children.get(pos) {
+                Some(&(b, child)) if b == byte => child as usize,
+                _ => {
+                    node.children.insert(pos, (byte, next as u32));
                     self.nodes.push(Node::default());
-                    self.nodes[at].children.insert(i, (byte, next as u32));
                     next
                 }
             };
         }
-        self.nodes[at].rules |= bit;
+        if let Some(node) = self.nodes.get_mut(at) {
+            node.rules |= bit;
+        }
     }
 
     /// The rules (bit `i` for rule `i`) that `path` may match: the ungated
     /// ones and those with a prefix `path` starts with.
     pub(super) fn candidates(&self, path: &str) -> u128 {
         let mut found = self.ungated;
-        let mut node = &self.nodes[0];
+        let Some(mut node) = self.nodes.first() else {
+            return found;
+        };
         for byte in path.bytes() {
             let Some(&(_, next)) = node.children.iter().find(|c| c.0 == byte) else {
                 break;
             };
-            node = &self.nodes[next as usize];
+            let Some(child) = self.nodes.get(next as usize) else {
+                break;
+            };
+            node = child;
             found |= node.rules;
         }
         found

@@ -49,15 +49,19 @@ pub(super) fn match_value<'r, 'q>(
         return re.is_match(&value);
     }
     re.named_groups(&value, |name, span| {
-        captures.push((name, slice(&value, span)))
+        if let Some(text) = slice(&value, span) {
+            captures.push((name, text));
+        }
     })
 }
 
-/// `value[span]`, borrowed from the request where `value` is.
-fn slice<'q>(value: &Cow<'q, str>, span: std::ops::Range<usize>) -> Cow<'q, str> {
+/// `value[span]`, borrowed from the request where `value` is; `None` for a
+/// span off `value`'s character boundaries (a group the program got wrong
+/// is left unset, not a panic).
+fn slice<'q>(value: &Cow<'q, str>, span: std::ops::Range<usize>) -> Option<Cow<'q, str>> {
     match value {
-        Cow::Borrowed(v) => Cow::Borrowed(&v[span]),
-        Cow::Owned(v) => Cow::Owned(v[span].to_string()),
+        Cow::Borrowed(v) => v.get(span).map(Cow::Borrowed),
+        Cow::Owned(v) => v.get(span).map(|t| Cow::Owned(t.to_string())),
     }
 }
 
@@ -155,7 +159,9 @@ impl Rule {
                     (Some(re), Output::Text(text)) => {
                         let mut fields = Vec::new();
                         re.named_groups(&text, |name, span| {
-                            fields.push((name.to_string(), text[span].to_string()))
+                            if let Some(field) = text.get(span) {
+                                fields.push((name.to_string(), field.to_string()))
+                            }
                         })
                         .then_some(Output::Fields(fields))
                     }

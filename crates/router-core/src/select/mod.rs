@@ -281,7 +281,10 @@ impl Ruleset {
         let candidates = self.dispatch.candidates(&request.path);
         for (index, rule) in self.rules.iter().enumerate().skip(first) {
             if !PathDispatch::reaches(candidates, index)
-                || self.disabled[index].load(std::sync::atomic::Ordering::Relaxed)
+                || self
+                    .disabled
+                    .get(index)
+                    .is_some_and(|d| d.load(std::sync::atomic::Ordering::Relaxed))
             {
                 continue;
             }

@@ -39,15 +39,14 @@ pub struct RawVar {
 pub fn parse(source: &str) -> Result<Vec<Result<String, RawVar>>, String> {
     let mut out = Vec::new();
     let mut rest = source;
-    while let Some(start) = rest.find("${") {
-        if start > 0 {
-            out.push(Ok(rest[..start].to_string()));
+    while let Some((literal, after)) = rest.split_once("${") {
+        if !literal.is_empty() {
+            out.push(Ok(literal.to_string()));
         }
-        let after = &rest[start + 2..];
-        let end = after
-            .find('}')
+        let (name, after_var) = after
+            .split_once('}')
             .ok_or_else(|| format!("template {source:?}: unclosed \"${{\""))?;
-        let name = after[..end].trim();
+        let name = name.trim();
         if name.is_empty() {
             return Err(format!("template {source:?}: empty \"${{}}\""));
         }
@@ -62,7 +61,7 @@ pub fn parse(source: &str) -> Result<Vec<Result<String, RawVar>>, String> {
             None => (name.to_string(), None),
         };
         out.push(Err(RawVar { head, tail }));
-        rest = &after[end + 1..];
+        rest = after_var;
     }
     if !rest.is_empty() {
         out.push(Ok(rest.to_string()));

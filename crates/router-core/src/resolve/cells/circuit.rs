@@ -182,47 +182,42 @@ impl Circuit {
         answered_ms: u64,
         trial_eligible: bool,
     ) -> Admission {
-        if let State::Open {
-            until_ms,
-            opened_ms,
-            by,
-        } = self.state
-        {
-            if now_ms < until_ms {
+        // Open past its time is half-open, a trial due at once.
+        let (next_trial_ms, opened_ms, by) = match self.state {
+            State::Closed { .. } => return Admission::Forward,
+            State::Open { until_ms, .. } if now_ms < until_ms => {
                 return Admission::Refused {
                     retry_after_secs: retry_after(until_ms, now_ms),
-                };
+                }
             }
-            self.state = State::HalfOpen {
-                next_trial_ms: now_ms,
-                opened_ms,
-                by,
-            };
-        }
-        match self.state {
-            State::Closed { .. } => Admission::Forward,
-            // Something was answered since it opened (a trial, a late
-            // response): the address is alive.
-            State::HalfOpen { opened_ms, .. } if answered_ms > opened_ms => {
-                self.close();
-                Admission::Forward
-            }
+            State::Open { opened_ms, by, .. } => (now_ms, opened_ms, by),
             State::HalfOpen {
                 next_trial_ms,
                 opened_ms,
                 by,
-            } if trial_eligible && now_ms >= next_trial_ms => {
-                self.state = State::HalfOpen {
-                    next_trial_ms: now_ms + u64::from(policy.trial_spacing_ms.max(1)),
-                    opened_ms,
-                    by,
-                };
-                Admission::Trial
-            }
-            State::HalfOpen { next_trial_ms, .. } => Admission::Refused {
-                retry_after_secs: retry_after(next_trial_ms, now_ms),
-            },
-            State::Open { .. } => unreachable!("an open circuit past its time is half-open"),
+            } => (next_trial_ms, opened_ms, by),
+        };
+        // Something was answered since it opened (a trial, a late
+        // response): the address is alive.
+        if answered_ms > opened_ms {
+            self.close();
+            return Admission::Forward;
+        }
+        if trial_eligible && now_ms >= next_trial_ms {
+            self.state = State::HalfOpen {
+                next_trial_ms: now_ms + u64::from(policy.trial_spacing_ms.max(1)),
+                opened_ms,
+                by,
+            };
+            return Admission::Trial;
+        }
+        self.state = State::HalfOpen {
+            next_trial_ms,
+            opened_ms,
+            by,
+        };
+        Admission::Refused {
+            retry_after_secs: retry_after(next_trial_ms, now_ms),
         }
     }
 

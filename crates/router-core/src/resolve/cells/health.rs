@@ -144,8 +144,10 @@ impl CellHealth {
             if let Some(cell) = list.position_of_id(result.id) {
                 let i = circuit_index(cell, Address::Web);
                 let answered = self.answered_ms(i);
-                if self.circuits[i].probe_down(&self.policy, record.checked_at_ms, now_ms, answered)
-                {
+                let down = self.circuits.get_mut(i).is_some_and(|c| {
+                    c.probe_down(&self.policy, record.checked_at_ms, now_ms, answered)
+                });
+                if down {
                     opened.push(result.id);
                 }
             }
@@ -159,7 +161,10 @@ impl CellHealth {
     pub fn choose(&self, random: f64, now_ms: u64) -> Option<usize> {
         let available = |cell: &usize| {
             self.policy.failures == 0
-                || self.circuits[circuit_index(*cell, Address::Web)].is_available(now_ms)
+                || self
+                    .circuits
+                    .get(circuit_index(*cell, Address::Web))
+                    .is_some_and(|c| c.is_available(now_ms))
         };
         let cells = self.circuits.len() / 2;
         let count = (0..cells).filter(available).count();

@@ -161,6 +161,11 @@ impl CellList {
         self.by_id.get(&id).copied()
     }
 
+    /// The cell with id `id`.
+    pub fn by_id(&self, id: u64) -> Option<&Cell> {
+        self.position_of_id(id).and_then(|i| self.cells.get(i))
+    }
+
     /// The listed cell a `CELL_ID` or `SESSION_PREFIX` key names, for when
     /// the Topology Service cannot answer; `None` for other kinds.
     pub fn named_by(&self, kind: crate::ClassifyKind, value: &str) -> Option<&Cell> {
@@ -168,9 +173,11 @@ impl CellList {
         match kind {
             ClassifyKind::CellId => {
                 let id: u64 = value.parse().ok()?;
-                self.position_of_id(id).map(|i| &self.cells[i])
+                self.by_id(id)
             }
-            ClassifyKind::SessionPrefix => self.by_prefix.get(value).map(|&i| &self.cells[i]),
+            ClassifyKind::SessionPrefix => {
+                self.by_prefix.get(value).and_then(|&i| self.cells.get(i))
+            }
             _ => None,
         }
     }
@@ -181,16 +188,15 @@ impl CellList {
             .cells
             .iter()
             .map(|c| {
-                let mut v = serde_json::json!({
-                    "id": c.id,
-                    "address": c.address,
-                    "session_prefix": c.session_prefix,
-                    "health_path": c.health_path,
-                });
+                let mut v = serde_json::Map::new();
+                v.insert("id".into(), c.id.into());
+                v.insert("address".into(), c.address.clone().into());
+                v.insert("session_prefix".into(), c.session_prefix.clone().into());
+                v.insert("health_path".into(), c.health_path.clone().into());
                 if let Some(r) = &c.registry_address {
-                    v["registry_address"] = Value::String(r.clone());
+                    v.insert("registry_address".into(), r.clone().into());
                 }
-                v
+                Value::Object(v)
             })
             .collect();
         Value::Array(cells).to_string()

@@ -161,9 +161,7 @@ impl HealthRecord {
             .cells
             .iter()
             .map(|r| {
-                let address = list
-                    .position_of_id(r.id)
-                    .map_or("", |i| list.cells()[i].address.as_str());
+                let address = list.by_id(r.id).map_or("", |c| c.address.as_str());
                 let error = r
                     .error
                     .as_deref()

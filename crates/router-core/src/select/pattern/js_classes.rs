@@ -24,12 +24,12 @@ pub(crate) fn with_js_classes(source: &str) -> Cow<'_, str> {
     let mut out = String::new();
     let mut copied = 0;
     let mut i = 0;
-    while i + 1 < bytes.len() {
-        if bytes[i] != b'\\' {
+    while let Some(&[first, second]) = bytes.get(i..i + 2) {
+        if first != b'\\' {
             i += 1;
             continue;
         }
-        let written = match bytes[i + 1] {
+        let written = match second {
             b'd' => Some(format!("[{DIGIT}]")),
             b'D' => Some(format!("[^{DIGIT}]")),
             b'w' => Some(format!("[{WORD}]")),
@@ -41,7 +41,8 @@ pub(crate) fn with_js_classes(source: &str) -> Cow<'_, str> {
             _ => None,
         };
         if let Some(written) = written {
-            out.push_str(&source[copied..i]);
+            // `i` is a backslash's index, so a character boundary.
+            out.push_str(source.get(copied..i).unwrap_or_default());
             out.push_str(&written);
             copied = i + 2;
         }
@@ -51,7 +52,7 @@ pub(crate) fn with_js_classes(source: &str) -> Cow<'_, str> {
     if copied == 0 {
         return Cow::Borrowed(source);
     }
-    out.push_str(&source[copied..]);
+    out.push_str(source.get(copied..).unwrap_or_default());
     Cow::Owned(out)
 }
 
@@ -63,14 +64,16 @@ pub(crate) fn with_js_classes(source: &str) -> Cow<'_, str> {
 pub(crate) fn unavailable(source: &str) -> Option<&'static str> {
     let bytes = source.as_bytes();
     let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
+    while let Some(&byte) = bytes.get(i) {
+        match byte {
             b'\\' if matches!(bytes.get(i + 1), Some(b'p' | b'P')) => {
                 return Some("Unicode classes (\\p{..}, \\P{..}) are not available in the worker");
             }
             b'\\' => i += 1,
             b'(' if bytes.get(i + 1) == Some(&b'?') => {
-                let flags = bytes[i + 2..]
+                let flags = bytes
+                    .get(i + 2..)
+                    .unwrap_or_default()
                     .iter()
                     .take_while(|b| b.is_ascii_alphabetic() || **b == b'-');
                 let on = flags.take_while(|b| **b != b'-');

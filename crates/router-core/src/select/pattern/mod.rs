@@ -122,13 +122,13 @@ impl Regex {
     /// error (the worker: its rulesets are all listed).
     pub(crate) fn prebuilt(source: &str, table: RegexTable) -> Result<Regex, String> {
         let source = &*with_js_classes(source);
-        let Ok(i) = table.binary_search_by(|f| f.source.cmp(source)) else {
+        let found = table.binary_search_by(|f| f.source.cmp(source));
+        let Some(facts) = found.ok().and_then(|i| table.get(i)) else {
             #[cfg(feature = "compile")]
             return Regex::eager(source);
             #[cfg(not(feature = "compile"))]
             return Err("not compiled at build time".into());
         };
-        let facts = &table[i];
         if Program::new(facts.program).is_none_or(|p| p.slots() != 2 * facts.names.len()) {
             return Err("its build-time program is malformed".into());
         }
@@ -211,7 +211,7 @@ impl Regex {
             let Some(span) = found else {
                 return false;
             };
-            if let Some(name) = self.names[1].as_deref() {
+            if let Some(name) = self.names.get(1).and_then(|n| n.as_deref()) {
                 group(name, span);
             }
             return true;

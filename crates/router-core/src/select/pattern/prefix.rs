@@ -31,7 +31,7 @@ pub(crate) fn required_prefixes(hir: &Hir) -> Option<Vec<Vec<u8>>> {
     let cut = |len: usize| {
         let mut cut: Vec<Vec<u8>> = literals
             .iter()
-            .map(|l| l[..len.min(l.len())].to_vec())
+            .map(|l| l.iter().take(len).copied().collect())
             .collect();
         cut.sort();
         cut.dedup();

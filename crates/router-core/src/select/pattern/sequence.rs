@@ -86,7 +86,9 @@ pub(crate) fn compile(hir: &Hir) -> Option<Vec<u32>> {
         let mut wide = Vec::new();
         for &(lo, hi) in &step.ranges {
             for c in lo..=hi.min(0x7f) {
-                ascii[c as usize / 32] |= 1 << (c % 32);
+                if let Some(word) = ascii.get_mut(c as usize / 32) {
+                    *word |= 1 << (c % 32);
+                }
             }
             if hi > 0x7f {
                 wide.push((lo.max(0x80), hi));
@@ -169,8 +171,9 @@ fn class_ranges(class: &Class) -> Option<Vec<(u32, u32)>> {
 fn one_parse(steps: &[Step]) -> bool {
     steps.iter().enumerate().all(|(i, step)| {
         step.min == step.max
-            || steps[i + 1..]
+            || steps
                 .iter()
+                .skip(i + 1)
                 .scan(true, |open, next| {
                     let seen = *open;
                     *open = next.min == 0;
@@ -205,19 +208,21 @@ pub(crate) fn find(code: &Code, haystack: &str) -> Option<Range<usize>> {
         if step == *group_first {
             span.start = at;
         }
-        let ascii = [a0, a1, a2, a3];
+        // The ASCII set as one 128-bit map: bit `b` for byte `b`.
+        let ascii =
+            u128::from(a0) | u128::from(a1) << 32 | u128::from(a2) << 64 | u128::from(a3) << 96;
         let mut count = 0;
         while count < max {
             let Some(&b) = bytes.get(at) else {
                 break;
             };
             let len = if b < 0x80 {
-                if ascii[usize::from(b >> 5)] & (1 << (b & 31)) == 0 {
+                if (ascii >> b) & 1 == 0 {
                     break;
                 }
                 1
             } else {
-                let c = haystack[at..].chars().next()?;
+                let c = haystack.get(at..)?.chars().next()?;
                 if !in_ranges(ranges, c as u32) {
                     break;
                 }
@@ -240,7 +245,7 @@ pub(crate) fn find(code: &Code, haystack: &str) -> Option<Range<usize>> {
 fn in_ranges(ranges: &[u32], c: u32) -> bool {
     ranges
         .chunks_exact(2)
-        .any(|range| range[0] <= c && c <= range[1])
+        .any(|range| matches!(*range, [lo, hi] if lo <= c && c <= hi))
 }
 
 #[cfg(all(test, feature = "compile"))]

@@ -82,9 +82,13 @@ impl Builder {
     }
 
     fn patch(&mut self, from: u32, to: u32) {
-        match &mut self.kinds[from as usize] {
-            Kind::Union { alts, .. } => alts.push(to),
-            _ => self.nexts[from as usize] = to,
+        match self.kinds.get_mut(from as usize) {
+            Some(Kind::Union { alts, .. }) => alts.push(to),
+            _ => {
+                if let Some(next) = self.nexts.get_mut(from as usize) {
+                    *next = to;
+                }
+            }
         }
     }
 
@@ -272,8 +276,10 @@ impl Builder {
     fn resolve(&self, mut id: u32) -> u32 {
         // Empty states form no cycle: each leads to a state added for the
         // part after it, and the last to the match.
-        while matches!(self.kinds[id as usize], Kind::Empty) {
-            id = self.nexts[id as usize];
+        while let (Some(Kind::Empty), Some(&next)) =
+            (self.kinds.get(id as usize), self.nexts.get(id as usize))
+        {
+            id = next;
         }
         id
     }
@@ -307,18 +313,23 @@ pub(crate) fn compile(hir: &Hir) -> Result<Vec<u32>, String> {
     let matched = b.add(Kind::Match)?;
     b.patch(body.end, matched);
     // Number the states that are not empty, in order.
-    let mut ids = vec![u32::MAX; b.kinds.len()];
     let mut count = 0u32;
-    for (i, kind) in b.kinds.iter().enumerate() {
-        if !matches!(kind, Kind::Empty) {
-            ids[i] = count;
-            count += 1;
-        }
-    }
+    let ids: Vec<u32> = b
+        .kinds
+        .iter()
+        .map(|kind| match kind {
+            Kind::Empty => u32::MAX,
+            _ => {
+                count += 1;
+                count - 1
+            }
+        })
+        .collect();
     if count as usize > MAX_STATES {
         return Err(too_big());
     }
-    let to = |id: u32| ids[b.resolve(id) as usize];
+    // An id off the list becomes u32::MAX, which `Program::new` refuses.
+    let to = |id: u32| ids.get(b.resolve(id) as usize).copied().unwrap_or(u32::MAX);
     let slots = 2 * (hir.properties().explicit_captures_len() as u32 + 1);
     let anchored = hir.properties().look_set_prefix().contains(Look::Start);
     let mut states = vec![count, slots, if anchored { FLAG_ANCHORED } else { 0 }];
@@ -326,8 +337,7 @@ pub(crate) fn compile(hir: &Hir) -> Result<Vec<u32>, String> {
     let mut tail: Vec<u32> = Vec::new();
     let mut classes: std::collections::HashMap<&Vec<u32>, u32> = Default::default();
     let tail_at = HEADER as u32 + 3 * count;
-    for (i, kind) in b.kinds.iter().enumerate() {
-        let next = b.nexts[i];
+    for (kind, &next) in b.kinds.iter().zip(&b.nexts) {
         let state = match kind {
             Kind::Empty => continue,
             Kind::Char(c) => [OP_CHAR, to(next), *c],
@@ -337,8 +347,13 @@ pub(crate) fn compile(hir: &Hir) -> Result<Vec<u32>, String> {
                     let at = tail_at + tail.len() as u32;
                     let mut ascii = [0u32; 4];
                     for pair in ranges.chunks_exact(2) {
-                        for c in pair[0]..=pair[1].min(0x7f) {
-                            ascii[c as usize / 32] |= 1 << (c % 32);
+                        let &[first, last] = pair else {
+                            continue;
+                        };
+                        for c in first..=last.min(0x7f) {
+                            if let Some(word) = ascii.get_mut(c as usize / 32) {
+                                *word |= 1 << (c % 32);
+                            }
                         }
                     }
                     tail.extend(ascii);
@@ -372,38 +387,47 @@ pub(crate) fn compile(hir: &Hir) -> Result<Vec<u32>, String> {
     }
     states.extend(tail);
     mark_joins(&mut states);
-    debug_assert!(Program::new(&states).is_some());
+    if Program::new(&states).is_none() {
+        return Err("the compiled program is malformed (a bug in the compiler)".into());
+    }
     Ok(states)
 }
 
 /// Sets `OP_MARKED` on every state of `program` with more than one edge
 /// into it (the start counts as one).
 fn mark_joins(program: &mut [u32]) {
-    let states = program[0] as usize;
+    fn bump(into: &mut [u32], sid: u32) {
+        if let Some(n) = into.get_mut(sid as usize) {
+            *n += 1;
+        }
+    }
+    let states = program.first().copied().unwrap_or(0) as usize;
     let mut into = vec![0u32; states];
-    into[program[3] as usize] += 1;
-    for sid in 0..states {
-        let [op, a, b] = program[HEADER + 3 * sid..][..3] else {
-            unreachable!()
+    bump(&mut into, program.get(3).copied().unwrap_or(u32::MAX));
+    let body = program.get(HEADER..HEADER + 3 * states).unwrap_or_default();
+    for state in body.chunks_exact(3) {
+        let &[op, a, b] = state else {
+            continue;
         };
         let n = (op >> 8) as usize;
         match op & 0x7f {
-            OP_CHAR | OP_CLASS | OP_SAVE | OP_LOOK => into[a as usize] += 1,
+            OP_CHAR | OP_CLASS | OP_SAVE | OP_LOOK => bump(&mut into, a),
             OP_SPLIT2 => {
-                into[a as usize] += 1;
-                into[b as usize] += 1;
+                bump(&mut into, a);
+                bump(&mut into, b);
             }
             OP_SPLITN => {
-                for &t in &program[a as usize..][..n] {
-                    into[t as usize] += 1;
+                let targets = program.get(a as usize..).and_then(|t| t.get(..n));
+                for &t in targets.unwrap_or_default() {
+                    bump(&mut into, t);
                 }
             }
             _ => {}
         }
     }
     for (sid, n) in into.into_iter().enumerate() {
-        if n > 1 {
-            program[HEADER + 3 * sid] |= OP_MARKED;
+        if let (true, Some(op)) = (n > 1, program.get_mut(HEADER + 3 * sid)) {
+            *op |= OP_MARKED;
         }
     }
 }
@@ -418,7 +442,9 @@ pub(crate) fn capture_names(hir: &Hir) -> Vec<Option<Box<str>>> {
                 if names.len() <= index {
                     names.resize(index + 1, None);
                 }
-                names[index] = capture.name.clone();
+                if let Some(name) = names.get_mut(index) {
+                    *name = capture.name.clone();
+                }
                 walk(&capture.sub, names);
             }
             HirKind::Repetition(rep) => walk(&rep.sub, names),

@@ -104,25 +104,32 @@ impl<'p> Program<'p> {
                 .checked_add(len as usize)
                 .is_some_and(|end| off as usize >= body && end <= words.len())
         };
-        let ok = words[HEADER..body].chunks_exact(3).all(|s| {
-            let (op, a, b) = (s[0] & OP_MASK, s[1], s[2]);
-            let n = s[0] >> 8;
-            match op {
-                OP_CHAR => is_state(a),
-                OP_CLASS => is_state(a) && within(b, 4 + 2 * n),
-                OP_SPLIT2 => is_state(a) && is_state(b),
-                OP_SPLITN => {
-                    within(a, n)
-                        && words[a as usize..][..n as usize]
-                            .iter()
-                            .all(|&t| is_state(t))
+        let ok = words
+            .get(HEADER..body)
+            .unwrap_or_default()
+            .chunks_exact(3)
+            .all(|s| {
+                let &[word, a, b] = s else {
+                    return false;
+                };
+                let (op, n) = (word & OP_MASK, word >> 8);
+                match op {
+                    OP_CHAR => is_state(a),
+                    OP_CLASS => is_state(a) && within(b, 4 + 2 * n),
+                    OP_SPLIT2 => is_state(a) && is_state(b),
+                    OP_SPLITN => {
+                        within(a, n)
+                            && words
+                                .get(a as usize..)
+                                .and_then(|w| w.get(..n as usize))
+                                .is_some_and(|targets| targets.iter().all(|&t| is_state(t)))
+                    }
+                    OP_SAVE => is_state(a) && b < slots,
+                    OP_LOOK => is_state(a) && b <= LOOK_WORD_END_HALF,
+                    OP_MATCH | OP_FAIL => true,
+                    _ => false,
                 }
-                OP_SAVE => is_state(a) && b < slots,
-                OP_LOOK => is_state(a) && b <= LOOK_WORD_END_HALF,
-                OP_MATCH | OP_FAIL => true,
-                _ => false,
-            }
-        });
+            });
         ok.then_some(Program(words))
     }
 
@@ -131,27 +138,38 @@ impl<'p> Program<'p> {
         Program(words)
     }
 
+    // Every read below is checked although [`Program::new`] proved it in
+    // bounds: a word that is not there reads as 0, a state as `FAIL`.
+
+    /// Header word `i`.
+    fn header(self, i: usize) -> u32 {
+        self.0.get(i).copied().unwrap_or(0)
+    }
+
     fn states(self) -> usize {
-        self.0[0] as usize
+        self.header(0) as usize
     }
 
     /// Slots of every group, the whole match (0) included.
     pub(crate) fn slots(self) -> usize {
-        self.0[1] as usize
+        self.header(1) as usize
     }
 
     fn anchored(self) -> bool {
-        self.0[2] & FLAG_ANCHORED != 0
+        self.header(2) & FLAG_ANCHORED != 0
     }
 
     fn start(self) -> u32 {
-        self.0[3]
+        self.header(3)
     }
 
     #[inline]
     fn state(self, sid: u32) -> (u32, u32, u32) {
         let at = HEADER + 3 * sid as usize;
-        (self.0[at], self.0[at + 1], self.0[at + 2])
+        match self.0.get(at..at + 3) {
+            Some(&[op, a, b]) => (op, a, b),
+            _ => (OP_FAIL, 0, 0),
+        }
     }
 
     /// Whether `haystack` has a match.
@@ -167,7 +185,7 @@ impl<'p> Program<'p> {
             let slots = self.slots();
             let matched = self.search(haystack, cache, slots, false);
             if matched {
-                found(&cache.found[..slots]);
+                found(cache.found.get(..slots).unwrap_or_default());
             }
             matched
         })
@@ -185,7 +203,7 @@ impl<'p> Program<'p> {
             cache.setup(slots);
             let matched = self.pike(haystack, cache, false);
             if matched {
-                found(&cache.found[..slots]);
+                found(cache.found.get(..slots).unwrap_or_default());
             }
             (matched, any)
         })
@@ -239,7 +257,9 @@ impl<'p> Program<'p> {
             stack.push((self.start(), start as u32));
             while let Some((top, below)) = stack.pop() {
                 if top & RESTORE != 0 {
-                    slots[(top & !RESTORE) as usize] = below;
+                    if let Some(slot) = slots.get_mut((top & !RESTORE) as usize) {
+                        *slot = below;
+                    }
                     continue;
                 }
                 let (mut sid, mut at) = (top, below as usize);
@@ -248,10 +268,10 @@ impl<'p> Program<'p> {
                     if op & OP_MARKED != 0 {
                         let bit = sid as usize * positions + at;
                         let (word, mask) = (bit / 64, 1u64 << (bit % 64));
-                        if visited[word] & mask != 0 {
-                            break;
+                        match visited.get_mut(word) {
+                            Some(seen) if *seen & mask == 0 => *seen |= mask,
+                            _ => break,
                         }
-                        visited[word] |= mask;
                     }
                     match op & OP_MASK {
                         OP_CHAR | OP_CLASS => {
@@ -316,8 +336,7 @@ impl<'p> Program<'p> {
                 self.closure(stack, scratch, curr, bytes, at, self.start());
             }
             let (c, width) = char_at(haystack, at);
-            for i in 0..curr.len {
-                let sid = curr.dense[i];
+            for &sid in curr.dense.get(..curr.len).unwrap_or_default() {
                 let (op, a, b) = self.state(sid);
                 let takes = match op & OP_MASK {
                     OP_CHAR => c == b,
@@ -326,15 +345,17 @@ impl<'p> Program<'p> {
                         if earliest {
                             return true;
                         }
-                        found.copy_from_slice(curr.row(sid));
+                        if let Some(row) = curr.row(sid) {
+                            found.copy_from_slice(row);
+                        }
                         matched = true;
                         // Every thread after this one has a lower priority.
                         break;
                     }
                     _ => false,
                 };
-                if takes {
-                    scratch.copy_from_slice(curr.row(sid));
+                if let (true, Some(row)) = (takes, curr.row(sid)) {
+                    scratch.copy_from_slice(row);
                     self.closure(stack, scratch, next, bytes, at + width, a);
                 }
             }
@@ -363,7 +384,9 @@ impl<'p> Program<'p> {
         stack.push((sid, at as u32));
         while let Some((top, old)) = stack.pop() {
             if top & RESTORE != 0 {
-                slots[(top & !RESTORE) as usize] = old;
+                if let Some(slot) = slots.get_mut((top & !RESTORE) as usize) {
+                    *slot = old;
+                }
                 continue;
             }
             let mut sid = top;
@@ -371,7 +394,9 @@ impl<'p> Program<'p> {
                 let (op, a, b) = self.state(sid);
                 match op & OP_MASK {
                     OP_CHAR | OP_CLASS | OP_MATCH => {
-                        threads.row_mut(sid).copy_from_slice(slots);
+                        if let Some(row) = threads.row_mut(sid) {
+                            row.copy_from_slice(slots);
+                        }
                         break;
                     }
                     _ => match self.follow((op, a, b), stack, slots, bytes, at) {
@@ -392,7 +417,10 @@ fn char_at(haystack: &str, at: usize) -> (u32, usize) {
         None => (NONE, 0),
         Some(&b) if b < 0x80 => (u32::from(b), 1),
         Some(_) => {
-            let c = haystack[at..].chars().next().unwrap_or_default();
+            let c = haystack
+                .get(at..)
+                .and_then(|rest| rest.chars().next())
+                .unwrap_or_default();
             (c as u32, c.len_utf8())
         }
     }
@@ -404,9 +432,14 @@ impl Program<'_> {
     fn in_class(self, op: u32, at: u32, c: u32) -> bool {
         let at = at as usize;
         if c < 0x80 {
-            self.0[at + (c as usize >> 5)] & (1 << (c & 31)) != 0
+            self.0
+                .get(at + (c as usize >> 5))
+                .is_some_and(|word| word & (1 << (c & 31)) != 0)
         } else {
-            in_ranges(&self.0[at + 4..][..2 * (op >> 8) as usize], c)
+            self.0
+                .get(at + 4..)
+                .and_then(|rest| rest.get(..2 * (op >> 8) as usize))
+                .is_some_and(|ranges| in_ranges(ranges, c))
         }
     }
 
@@ -430,11 +463,12 @@ impl Program<'_> {
                 Some(a)
             }
             OP_SPLITN => {
-                let targets = &self.0[a as usize..][..(op >> 8) as usize];
-                for &t in targets[1..].iter().rev() {
+                let targets = self.0.get(a as usize..)?.get(..(op >> 8) as usize)?;
+                let (&first, others) = targets.split_first()?;
+                for &t in others.iter().rev() {
                     stack.push((t, at as u32));
                 }
-                Some(targets[0])
+                Some(first)
             }
             OP_SAVE => {
                 if let Some(slot) = slots.get_mut(b as usize) {
@@ -453,10 +487,13 @@ impl Program<'_> {
 #[inline]
 fn in_ranges(ranges: &[u32], c: u32) -> bool {
     for range in ranges.chunks_exact(2) {
-        if c < range[0] {
+        let &[first, last] = range else {
+            break;
+        };
+        if c < first {
             return false;
         }
-        if c <= range[1] {
+        if c <= last {
             return true;
         }
     }
@@ -474,8 +511,10 @@ fn look(kind: u32, bytes: &[u8], at: usize) -> bool {
     match kind {
         LOOK_START => at == 0,
         LOOK_END => at == bytes.len(),
-        LOOK_START_LF => at == 0 || bytes[at - 1] == b'\n',
-        LOOK_END_LF => at == bytes.len() || bytes[at] == b'\n',
+        LOOK_START_LF => at
+            .checked_sub(1)
+            .is_none_or(|i| bytes.get(i) == Some(&b'\n')),
+        LOOK_END_LF => bytes.get(at).is_none_or(|&b| b == b'\n'),
         LOOK_WORD => before != after,
         LOOK_NOT_WORD => before == after,
         LOOK_WORD_START => !before && after,
@@ -513,22 +552,30 @@ impl Threads {
     /// Adds `sid`; `false` when it was there.
     #[inline]
     fn insert(&mut self, sid: u32) -> bool {
-        let i = self.sparse[sid as usize] as usize;
-        if i < self.len && self.dense[i] == sid {
+        let Some(position) = self.sparse.get_mut(sid as usize) else {
+            return false;
+        };
+        let i = *position as usize;
+        if i < self.len && self.dense.get(i) == Some(&sid) {
             return false;
         }
-        self.dense[self.len] = sid;
-        self.sparse[sid as usize] = self.len as u32;
+        let Some(free) = self.dense.get_mut(self.len) else {
+            return false;
+        };
+        *free = sid;
+        *position = self.len as u32;
         self.len += 1;
         true
     }
 
-    fn row(&self, sid: u32) -> &[u32] {
-        &self.slots[sid as usize * self.stride..][..self.stride]
+    fn row(&self, sid: u32) -> Option<&[u32]> {
+        let start = sid as usize * self.stride;
+        self.slots.get(start..start + self.stride)
     }
 
-    fn row_mut(&mut self, sid: u32) -> &mut [u32] {
-        &mut self.slots[sid as usize * self.stride..][..self.stride]
+    fn row_mut(&mut self, sid: u32) -> Option<&mut [u32]> {
+        let start = sid as usize * self.stride;
+        self.slots.get_mut(start..start + self.stride)
     }
 }
 

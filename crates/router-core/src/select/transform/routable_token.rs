@@ -71,10 +71,10 @@ pub fn decode_routable_token(token: &str) -> Option<Vec<(String, String)>> {
     // <prefix><base64>.<version>.<LL>
     let (head, rest) = signed.split_at(signed.len() - (SUFFIX_LEN - CRC_DIGITS));
     let (separators, length_field) = rest.split_at(rest.len() - LENGTH_DIGITS);
-    if separators.first() != Some(&b'.')
-        || separators.last() != Some(&b'.')
-        || &separators[1..separators.len() - 1] != TOKEN_VERSION.as_bytes()
-    {
+    let version = separators
+        .strip_prefix(b".")
+        .and_then(|s| s.strip_suffix(b"."));
+    if version != Some(TOKEN_VERSION.as_bytes()) {
         return None;
     }
     let base64_len = usize::try_from(parse_base36_strict(length_field)?).ok()?;
@@ -91,10 +91,7 @@ pub fn decode_routable_token(token: &str) -> Option<Vec<(String, String)>> {
     // base64_len <= 36^2 - 1, so this buffer is bounded (< 1 KiB).
     let decoded = URL_SAFE_NO_PAD.decode(base64_part).ok()?;
     let (&length_byte, random_and_payload) = decoded.split_last()?;
-    if random_and_payload.len() < RANDOM_BYTES_LENGTH {
-        return None;
-    }
-    let payload = &random_and_payload[RANDOM_BYTES_LENGTH..];
+    let payload = random_and_payload.get(RANDOM_BYTES_LENGTH..)?;
     if payload.len() != usize::from(length_byte) {
         return None;
     }
@@ -184,18 +181,16 @@ fn parse_base36_strict(field: &[u8]) -> Option<u64> {
 
 /// Lowercase base36, like Ruby's `Integer#to_s(36)`.
 fn base36(mut n: u64) -> String {
-    // u64::MAX has 13 base36 digits.
-    let mut digits = [0u8; 13];
-    let mut start = digits.len();
+    // u64::MAX has 13 base36 digits; they come least significant first.
+    let mut digits = Vec::with_capacity(13);
     loop {
-        start -= 1;
-        digits[start] = BASE36_DIGITS[(n % 36) as usize];
+        digits.extend(BASE36_DIGITS.get((n % 36) as usize).map(|&b| char::from(b)));
         n /= 36;
         if n == 0 {
             break;
         }
     }
-    digits[start..].iter().map(|&b| char::from(b)).collect()
+    digits.iter().rev().collect()
 }
 
 /// Lowercase base36 left-padded with `0` to `width` (never truncated), like Ruby's
