@@ -6,7 +6,7 @@
 #
 # WORKER_OUT_DIR (default build) and WORKER_FEATURES (cargo features, none
 # by default) make other builds: the tests build one with the
-# `panic-probe` and `test-rulesets` features into target/worker-probe.
+# `panic-probe`, `memory-probe` and `test-rulesets` features into target/worker-probe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${WORKER_OUT_DIR:-build}"

@@ -39,7 +39,7 @@ fi
 
 # The test build (tests/e2e/harness.mjs buildTestWorker), made once here
 # so that suites running side by side never build it at the same time.
-WORKER_OUT_DIR=target/worker-probe WORKER_FEATURES=panic-probe,test-rulesets bash scripts/build-worker.sh
+WORKER_OUT_DIR=target/worker-probe WORKER_FEATURES=panic-probe,memory-probe,test-rulesets bash scripts/build-worker.sh
 
 echo "==> end-to-end tests through workerd" >&2
 # tests/bench: the benchmark's own arithmetic (bench/paired.mjs) and the

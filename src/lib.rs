@@ -46,6 +46,8 @@ mod ingest;
 mod io;
 mod isolate;
 mod kv;
+#[cfg(feature = "memory-probe")]
+mod memory_probe;
 mod start;
 
 use std::cell::{OnceCell, RefCell};
@@ -341,6 +343,10 @@ fn route_sync_parts(iso: &Isolate, url: &str, method: &str, headers: &str) -> Op
         "/__panic_probe__/async" => return None,
         _ => {}
     }
+    #[cfg(feature = "memory-probe")]
+    if incoming.parts.path == memory_probe::PATH {
+        return Some(memory_probe::answer(iso).encode());
+    }
     if !fill_headers(&mut incoming.parts, names, headers) {
         return None;
     }
@@ -416,6 +422,10 @@ pub async fn route_async(
         // microtask, not from the entry's call.
         router_core::platform::Platform::sleep(&io::JsPlatform, 1).await;
         panic!("panic probe: routeAsync");
+    }
+    #[cfg(feature = "memory-probe")]
+    if incoming.parts.path == memory_probe::PATH {
+        return memory_probe::answer(&iso).encode();
     }
     control::Controls::refresh(&iso, &ctx).await;
     let rules = iso.state.ruleset.as_ref().filter(|_| !iso.passthrough());

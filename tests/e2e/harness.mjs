@@ -31,7 +31,8 @@ export function scratchDir(prefix) {
 
 /**
  * The test build of the worker (under the repository): the `panic-probe`
- * feature (paths that panic on purpose) and the `test-rulesets` feature
+ * feature (paths that panic on purpose), the `memory-probe` feature (a
+ * path that answers the isolate's wasm memory) and the `test-rulesets` feature
  * (tests/e2e/rules/ compiled in beside rules/). scripts/test.sh builds it
  * before the suites run; buildTestWorker() makes sure it is up to date
  * (seconds when it is).
@@ -42,7 +43,7 @@ export function buildTestWorker() {
   const r = spawnSync("bash", ["scripts/build-worker.sh"], {
     cwd: ROOT,
     stdio: ["ignore", "inherit", "inherit"],
-    env: { ...process.env, WORKER_OUT_DIR: TEST_BUILD, WORKER_FEATURES: "panic-probe,test-rulesets", SKIP_BUILD: "" },
+    env: { ...process.env, WORKER_OUT_DIR: TEST_BUILD, WORKER_FEATURES: "panic-probe,memory-probe,test-rulesets", SKIP_BUILD: "" },
   });
   if (r.status !== 0) throw new Error(`building the test worker into ${TEST_BUILD} failed`);
 }

@@ -22,6 +22,11 @@ pub struct Decision<'r> {
     /// The rule counts 502, 503 and 504 from the cell against its circuit
     /// (`circuit.countGatewayStatuses`).
     pub counts_gateway_statuses: bool,
+    /// The first rule passed over because its classify value was longer
+    /// than [`MAX_CLASSIFY_VALUE_BYTES`](crate::question::MAX_CLASSIFY_VALUE_BYTES)
+    /// (the rules after it decided), in the pass over the rules that
+    /// decided.
+    pub value_too_long: Option<&'r str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

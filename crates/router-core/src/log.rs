@@ -31,6 +31,10 @@ pub struct RequestLog<'a> {
     /// the request on (`notFound: next-rule`), in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fell_through: Vec<&'a str>,
+    /// A rule passed over because its classify value was longer than
+    /// [`crate::question::MAX_CLASSIFY_VALUE_BYTES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_too_long: Option<&'a str>,
     pub upstream: Option<String>,
     /// The `GITLAB_CELLS` id of the upstream, when it is a listed cell.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,6 +80,7 @@ impl RequestLog<'_> {
                 Some(CacheLevel::Stale | CacheLevel::Fallback | CacheLevel::Static)
             )
             || self.action == "reject"
+            || self.value_too_long.is_some()
     }
 
     /// Records an error; every error of a request stays in its line,
@@ -152,6 +157,7 @@ impl RequestLog<'_> {
             attempts,
             coalesced,
             fell_through,
+            value_too_long,
             upstream,
             cell,
             chosen_by,
@@ -210,6 +216,9 @@ impl RequestLog<'_> {
                 push_quoted(out, rule);
             }
             out.push_str("],");
+        }
+        if let Some(rule) = value_too_long {
+            string(out, r#""value_too_long":"#, rule);
         }
         match upstream {
             Some(upstream) => string(out, r#""upstream":"#, upstream),
@@ -443,6 +452,7 @@ mod tests {
             attempts: Some(2),
             coalesced: true,
             fell_through: vec!["a", odd],
+            value_too_long: Some(odd),
             upstream: Some(odd.to_string()),
             cell: Some(3),
             chosen_by: Some("circuit_open"),

@@ -29,6 +29,18 @@ pub const CLAIM_TYPES: &[(&str, &str)] = &[
     ("SNIPPET_ID", "snippetId"),
 ];
 
+/// The longest classify value, in bytes, the router asks about (a claim,
+/// a session prefix, a learn question's path): the key sent to the
+/// Topology Service and kept in the caches. A rule whose value is longer
+/// does not apply, as when its `validate.maxLength` fails: the rules after
+/// it decide, and the request's log line names it (`value_too_long`).
+/// Every shipped rule whose value a client can make long bounds it lower
+/// (`validate.maxLength`, 255 characters for routes); this bound holds for
+/// any ruleset. Above every real key: GitLab's routes, emails and key
+/// fingerprints are at most 255 characters, and no GitLab page's path is
+/// 4 KiB long.
+pub const MAX_CLASSIFY_VALUE_BYTES: usize = 4096;
+
 /// What kind of key a rule classifies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClassifyKind {

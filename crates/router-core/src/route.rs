@@ -79,6 +79,7 @@ pub struct Pending {
     next_on_not_found: Option<usize>,
     unavailable_on_outage: bool,
     counts_gateway_statuses: bool,
+    value_too_long: Option<Box<str>>,
     fell_through: Box<[(Box<str>, Resolution)]>,
 }
 
@@ -91,6 +92,7 @@ struct ClassifyStep<'r> {
     next_on_not_found: Option<usize>,
     unavailable_on_outage: bool,
     counts_gateway_statuses: bool,
+    value_too_long: Option<&'r str>,
 }
 
 impl<'r> ClassifyStep<'r> {
@@ -103,6 +105,7 @@ impl<'r> ClassifyStep<'r> {
                 next_on_not_found: decision.next_on_not_found,
                 unavailable_on_outage: decision.unavailable_on_outage,
                 counts_gateway_statuses: decision.counts_gateway_statuses,
+                value_too_long: decision.value_too_long,
             }),
             action => Err(Decision { action, ..decision }),
         }
@@ -115,6 +118,7 @@ impl<'r> ClassifyStep<'r> {
             next_on_not_found: self.next_on_not_found,
             unavailable_on_outage: self.unavailable_on_outage,
             counts_gateway_statuses: self.counts_gateway_statuses,
+            value_too_long: self.value_too_long,
         }
     }
 }
@@ -172,6 +176,9 @@ fn walk<'r>(
 /// Routes `request` from the memory cache alone, without awaiting. A
 /// classify step the memory cache cannot answer stops it with a
 /// [`Pending`] for [`route_pending`].
+// The `Ok` variant, `Routed`, is larger than `Pending`: boxing it would
+// save nothing.
+#[allow(clippy::result_large_err)]
 pub fn route_from_memory<'r, T, C, P>(
     ruleset: &'r Ruleset,
     resolver: Option<&Resolver<T, C, P>>,
@@ -199,6 +206,7 @@ impl Pending {
             next_on_not_found: step.next_on_not_found,
             unavailable_on_outage: step.unavailable_on_outage,
             counts_gateway_statuses: step.counts_gateway_statuses,
+            value_too_long: step.value_too_long.map(Box::from),
             fell_through: fell_through
                 .into_iter()
                 .map(|(rule, res)| (Box::from(rule), res))
@@ -272,6 +280,7 @@ where
         next_on_not_found: pending.next_on_not_found,
         unavailable_on_outage: pending.unavailable_on_outage,
         counts_gateway_statuses: pending.counts_gateway_statuses,
+        value_too_long: pending.value_too_long.as_deref().map(id),
     };
     resolve_on(ruleset, resolver, request, trace, step, fell_through).await
 }

@@ -1,7 +1,9 @@
-//! What the resolver's memory cache costs at its bound (issue 40): heap
-//! bytes held by a resolver whose cache is full, counted by a counting
-//! allocator (this test binary's only test, so nothing else allocates
-//! meanwhile). Native 64-bit pointers: an upper bound for wasm32's.
+//! What the resolver's memory cache costs at its bounds (issues 40 and 50):
+//! heap bytes held by a resolver whose cache is full, counted by a
+//! counting allocator (this test binary's only test, so nothing else
+//! allocates meanwhile), for typical keys (the entry bound binds) and for
+//! the longest the router asks about (the byte budget binds). Native
+//! 64-bit pointers: an upper bound for wasm32's.
 //! `cargo test -p router-core --test memory_cache_bound -- --nocapture`
 //! prints the figures (docs/soak.md, "Memory at the bound").
 
@@ -9,11 +11,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use router_core::question::{ClassifyKind, ClassifyRequest, Target};
+use router_core::question::{ClassifyKind, ClassifyRequest, Target, MAX_CLASSIFY_VALUE_BYTES};
 use router_core::resolve::topology::CachePolicy;
 use router_core::resolve::{
     CachedAnswer, ClientPolicy, Platform, RawAnswer, Resolver, SharedCache, TopologyTransport,
-    TransportError,
+    TransportError, MEMORY_CACHE_BUDGET_BYTES,
 };
 use router_core::trace::Trace;
 
@@ -83,42 +85,73 @@ impl Platform for Clock {
 /// A `ROUTE` claim as the `cells` ruleset's path rules ask it, for a typical
 /// group path of ~20 characters.
 fn question(i: usize) -> ClassifyRequest {
+    claim(format!("some-group-{i:08}/project"))
+}
+
+fn claim(value: String) -> ClassifyRequest {
     ClassifyRequest {
         kind: ClassifyKind::Claim(0),
-        value: Some(format!("some-group-{i:08}/project")),
+        value: Some(value),
         method: None,
         target: Target::Web,
     }
 }
 
-#[test]
-fn a_full_memory_cache_holds_a_bounded_few_hundred_bytes_an_entry() {
-    const ENTRIES: usize = 10_000;
-    let before = HELD.load(Ordering::Relaxed);
-    let resolver = Resolver::new(
+/// A `ROUTE` claim as long as the router asks ([`MAX_CLASSIFY_VALUE_BYTES`]):
+/// a path (`some-group-<n>/a/a/…`), or every other one made of a byte JSON
+/// escapes as six (`\u0001`: the longest key a value of that length makes).
+fn longest_question(i: usize) -> ClassifyRequest {
+    let head = format!("some-group-{i:08}/");
+    let fill = if i.is_multiple_of(2) { "a/" } else { "\u{1}" };
+    let mut value = head;
+    while value.len() + fill.len() <= MAX_CLASSIFY_VALUE_BYTES {
+        value.push_str(fill);
+    }
+    assert!(value.len() > MAX_CLASSIFY_VALUE_BYTES - 2);
+    claim(value)
+}
+
+fn resolver(entries: usize) -> Resolver<Service, NoShared, Clock> {
+    Resolver::new(
         Service,
         NoShared,
         Clock(Cell::new(1_000_000)),
         CachePolicy::default(),
         ClientPolicy {
-            memory_entries: ENTRIES,
+            memory_entries: entries,
             ..ClientPolicy::default()
         },
-    );
-    let mut asked = 0;
-    let mut held_at = |keys: usize| {
-        while asked < keys {
-            futures_executor::block_on(resolver.resolve(&question(asked)));
-            asked += 1;
-        }
-        HELD.load(Ordering::Relaxed) - before
-    };
-    let full = held_at(ENTRIES);
-    let three_times = held_at(3 * ENTRIES);
-    assert_eq!(resolver.memory_len(), ENTRIES);
+    )
+}
+
+/// Asks `resolver` the questions `ask(n)` for `n` in `keys` and returns
+/// the heap bytes held since `before`.
+fn fill(
+    resolver: &Resolver<Service, NoShared, Clock>,
+    keys: std::ops::Range<usize>,
+    ask: impl Fn(usize) -> ClassifyRequest,
+    before: isize,
+) -> isize {
+    for n in keys {
+        futures_executor::block_on(resolver.resolve(&ask(n)));
+    }
+    HELD.load(Ordering::Relaxed) - before
+}
+
+/// One test (the allocator counts the whole process): typical entries,
+/// then the longest.
+#[test]
+fn a_full_memory_cache_holds_a_bounded_few_hundred_bytes_an_entry_and_at_most_its_budget() {
+    const ENTRIES: usize = 10_000;
+    let before = HELD.load(Ordering::Relaxed);
+    let typical = resolver(ENTRIES);
+    let full = fill(&typical, 0..ENTRIES, question, before);
+    let three_times = fill(&typical, ENTRIES..3 * ENTRIES, question, before);
+    assert_eq!(typical.memory_len(), ENTRIES);
     let per_entry = full / ENTRIES as isize;
     eprintln!(
-        "memory cache: {ENTRIES} entries hold {full} bytes ({per_entry} an entry); after {} keys {three_times} bytes",
+        "memory cache: {ENTRIES} entries hold {full} bytes ({per_entry} an entry; counted {}); after {} keys {three_times} bytes",
+        typical.memory_bytes(),
         3 * ENTRIES
     );
     assert!(per_entry < 1024, "{per_entry} bytes an entry");
@@ -127,5 +160,41 @@ fn a_full_memory_cache_holds_a_bounded_few_hundred_bytes_an_entry() {
     assert!(
         (three_times - full).abs() < full / 4,
         "{full} bytes full, {three_times} after three times the keys"
+    );
+    drop(typical);
+
+    // The longest values the router asks about: the byte budget binds
+    // long before the entry bound (at ~2,000 entries), and holds.
+    let before = HELD.load(Ordering::Relaxed);
+    let longest = resolver(ENTRIES);
+    let budget = MEMORY_CACHE_BUDGET_BYTES as isize;
+    let mut peak = 0;
+    const LONG_KEYS: usize = ENTRIES / 2;
+    for round in 0..10 {
+        let keys = round * LONG_KEYS / 10..(round + 1) * LONG_KEYS / 10;
+        let held = fill(&longest, keys, longest_question, before);
+        let counted = longest.memory_bytes() as isize;
+        assert!(held <= budget, "{held} bytes held, over {budget}");
+        // What the cache counts is what it holds (the rest: the resolver's
+        // own few allocations).
+        assert!(
+            (held - counted).abs() < held / 50,
+            "counted {counted}, held {held}"
+        );
+        peak = peak.max(held);
+    }
+    let entries = longest.memory_len();
+    eprintln!(
+        "memory cache at the cap ({MAX_CLASSIFY_VALUE_BYTES}-byte values): {} keys asked, {entries} entries kept, {} bytes counted, at most {peak} bytes held (budget {budget})",
+        LONG_KEYS,
+        longest.memory_bytes()
+    );
+    assert!(
+        entries < ENTRIES,
+        "{entries} entries: the budget never bound"
+    );
+    assert!(
+        peak > budget * 9 / 10,
+        "{peak} bytes: the budget was not used"
     );
 }

@@ -131,6 +131,7 @@ mod tests {
             next_on_not_found: None,
             unavailable_on_outage: false,
             counts_gateway_statuses: false,
+            value_too_long: None,
         });
         assert_eq!(
             v.to_json(),
@@ -147,6 +148,7 @@ mod tests {
             next_on_not_found: None,
             unavailable_on_outage: false,
             counts_gateway_statuses: false,
+            value_too_long: None,
         });
         assert_eq!(
             v.to_json(),

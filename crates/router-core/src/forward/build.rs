@@ -378,6 +378,7 @@ fn target_of<'r, P: Platform>(
         return Ok(None);
     };
     log.fell_through = routed.fell_through.iter().map(|(rule, _)| *rule).collect();
+    log.value_too_long = routed.decision.value_too_long;
     // A rule that handed the request on may have done so on a stale
     // not-found while the service failed: its error and level belong in
     // the line (found by the soak test).

@@ -46,6 +46,7 @@ use crate::resolve::topology::{cache_tags, parse_answer, CachePolicy, Classifica
 use crate::trace::Trace;
 use learn::Scope;
 use memory::MemoryCache;
+pub use memory::MEMORY_CACHE_BUDGET_BYTES;
 
 /// What the Topology Service sent back.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -257,7 +258,10 @@ where
         cache: CachePolicy,
         client: ClientPolicy,
     ) -> Self {
-        let memory = RefCell::new(MemoryCache::new(client.memory_entries));
+        let memory = RefCell::new(MemoryCache::new(
+            client.memory_entries,
+            MEMORY_CACHE_BUDGET_BYTES,
+        ));
         let guard = RefCell::new(ServiceGuard::new(client.guard, client.worst_case_ms()));
         let learn_guard = RefCell::new(ServiceGuard::new(client.guard, client.worst_case_ms()));
         Resolver {
@@ -299,8 +303,8 @@ where
         let dropped = if index.is_empty() {
             0
         } else {
-            self.memory.borrow_mut().drop_where(|e| {
-                let claim = e.claim.as_ref().map(|(i, v)| (*i, &**v));
+            self.memory.borrow_mut().drop_where(|key, e| {
+                let claim = e.claim(key);
                 index
                     .invalidated_at(claim, e.tags.split(','), &e.classification)
                     .is_some_and(|at| e.asked_at_ms < at)
@@ -354,6 +358,12 @@ where
     /// Entries in the memory cache (for tests and stats).
     pub fn memory_len(&self) -> usize {
         self.memory.borrow().len()
+    }
+
+    /// The heap bytes the memory cache holds, at most
+    /// [`MEMORY_CACHE_BUDGET_BYTES`] (for tests and stats).
+    pub fn memory_bytes(&self) -> usize {
+        self.memory.borrow().bytes()
     }
 
     /// Resolves `request`; never fails: the worst outcome is
@@ -510,7 +520,7 @@ where
                     // miss, and not a stale stand-in either.
                 } else if answer.expires_at_ms > now {
                     self.memory.borrow_mut().insert(
-                        entry_key.clone(),
+                        entry_key,
                         &answer,
                         self.cache.stale_if_error,
                         claim_of(request, entry_key, key),
@@ -587,7 +597,7 @@ where
                     let cacheable = !self.invalidated(claim, &answer);
                     if cacheable {
                         self.memory.borrow_mut().insert(
-                            entry_key.clone(),
+                            &entry_key,
                             &answer,
                             self.cache.stale_if_error,
                             claim,

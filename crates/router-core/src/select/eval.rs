@@ -6,7 +6,7 @@ use super::pattern::Regex;
 
 use super::model::*;
 use super::Action;
-use crate::question::{ClassifyKind, ClassifyRequest};
+use crate::question::{ClassifyKind, ClassifyRequest, MAX_CLASSIFY_VALUE_BYTES};
 use crate::request::RequestParts;
 use crate::select::template::{Scope, Segment};
 use crate::select::transform::Output;
@@ -16,12 +16,23 @@ use crate::select::transform::Output;
 pub(super) struct Eval<'r, 'q> {
     pub(super) captures: Vec<(&'r str, Cow<'q, str>)>,
     pub(super) outputs: Vec<Option<Output>>,
+    /// Whether the rule did not apply because its classify value was over
+    /// [`MAX_CLASSIFY_VALUE_BYTES`].
+    pub(super) value_too_long: bool,
 }
 
 impl Eval<'_, '_> {
     pub(super) fn clear(&mut self) {
         self.captures.clear();
         self.outputs.clear();
+        self.value_too_long = false;
+    }
+
+    /// `None` (and noted) when a classify value of `len` bytes is over
+    /// [`MAX_CLASSIFY_VALUE_BYTES`].
+    fn within_cap(&mut self, len: usize) -> Option<()> {
+        self.value_too_long = len > MAX_CLASSIFY_VALUE_BYTES;
+        (!self.value_too_long).then_some(())
     }
 }
 
@@ -216,6 +227,7 @@ impl Rule {
                 target,
                 ..
             } if *kind == ClassifyKind::Learn => {
+                eval.within_cap(req.path.len())?;
                 Action::Classify(ClassifyRequest::learn(&req.method, &req.path, *target))
             }
             RuleAction::Classify {
@@ -226,7 +238,11 @@ impl Rule {
             } => Action::Classify(ClassifyRequest {
                 kind: *kind,
                 value: match value {
-                    Some(t) => Some(t.render(eval)?),
+                    Some(t) => {
+                        let value = t.render(eval)?;
+                        eval.within_cap(value.len())?;
+                        Some(value)
+                    }
                     None => None,
                 },
                 method: None,

@@ -279,6 +279,7 @@ impl Ruleset {
         let mut eval = Eval::default();
         // Rules whose path regexes the path cannot match are not evaluated.
         let candidates = self.dispatch.candidates(&request.path);
+        let mut value_too_long = None;
         for (index, rule) in self.rules.iter().enumerate().skip(first) {
             if !PathDispatch::reaches(candidates, index)
                 || self
@@ -304,7 +305,11 @@ impl Ruleset {
                     next_on_not_found: next.then_some(index + 1),
                     unavailable_on_outage,
                     counts_gateway_statuses: rule.counts_gateway_statuses,
+                    value_too_long,
                 };
+            }
+            if eval.value_too_long && value_too_long.is_none() {
+                value_too_long = Some(rule.id.as_str());
             }
         }
         Decision {
@@ -313,6 +318,7 @@ impl Ruleset {
             next_on_not_found: None,
             unavailable_on_outage: false,
             counts_gateway_statuses: false,
+            value_too_long,
         }
     }
 }

@@ -685,3 +685,44 @@ fn max_length_bounds_a_value_in_characters() {
         assert!(err.contains(expected), "{json}: {err}");
     }
 }
+
+#[test]
+fn a_classify_value_over_the_core_cap_is_not_classified() {
+    use crate::question::MAX_CLASSIFY_VALUE_BYTES;
+    // No validate.maxLength: the core-wide cap bounds the value anyway, as
+    // a failed validate would (the rule does not apply, the next decides),
+    // and the decision names the rule passed over.
+    let rules = compile(
+        r#"[
+  {"id": "route", "match": {"type": "path", "regexValue": "^/r/(?<route>.+)$"},
+   "action": "classify", "classify": {"type": "ROUTE", "value": "${route}"}},
+  {"id": "learn", "match": {"type": "path", "regexValue": "^/l/"},
+   "action": "classify", "classify": {"source": "learn"}},
+  {"id": "default", "action": "proxy"}
+]"#,
+    );
+    let decide = |path: &str| {
+        let d = rules.decide(&get(&format!("https://gitlab.com{path}"), &[]));
+        (
+            d.rule_id,
+            d.value_too_long,
+            classify_value(&d).map(|v| v.len()),
+        )
+    };
+    let at_cap = "a".repeat(MAX_CLASSIFY_VALUE_BYTES);
+    assert_eq!(
+        decide(&format!("/r/{at_cap}")),
+        (Some("route"), None, Some(MAX_CLASSIFY_VALUE_BYTES))
+    );
+    assert_eq!(
+        decide(&format!("/r/{at_cap}b")),
+        (Some("default"), Some("route"), None)
+    );
+    // A learn question's value is the path.
+    let path = format!("/l/{}", "a".repeat(MAX_CLASSIFY_VALUE_BYTES - 3));
+    assert_eq!(decide(&path).0, Some("learn"));
+    assert_eq!(
+        decide(&format!("{path}a")),
+        (Some("default"), Some("learn"), None)
+    );
+}
