@@ -401,7 +401,7 @@ pub struct RawRequest {
 
 impl RawRequest {
     /// `Headers.get(name)`: every value of that name, joined by `, `.
-    fn get(&self, name: &str) -> Option<String> {
+    pub fn get(&self, name: &str) -> Option<String> {
         let values: Vec<&str> = self
             .headers
             .iter()
@@ -500,7 +500,12 @@ pub fn known_crash(raw: &RawRequest) -> bool {
     let authority = raw.url.split_once("://").map_or("", |(_, rest)| {
         rest.split(['/', '?', '#']).next().unwrap_or_default()
     });
-    raw.url.contains('\0') || authority.chars().any(char::is_control)
+    // A `traceparent` with a multi-byte character before byte 56: `canonical_traceparent`
+    // slices inside it (trace.rs; issue 50's first finding).
+    let traceparent = raw.get("traceparent").is_some_and(|v| {
+        v.trim().bytes().take(56).any(|b| !b.is_ascii())
+    });
+    raw.url.contains('\0') || authority.chars().any(char::is_control) || traceparent
 }
 
 /// `routeAsync`'s answer to a URL that does not parse, checked like any plan.
