@@ -502,9 +502,9 @@ pub fn known_crash(raw: &RawRequest) -> bool {
     });
     // A `traceparent` with a multi-byte character before byte 56: `canonical_traceparent`
     // slices inside it (trace.rs; issue 50's first finding).
-    let traceparent = raw.get("traceparent").is_some_and(|v| {
-        v.trim().bytes().take(56).any(|b| !b.is_ascii())
-    });
+    let traceparent = raw
+        .get("traceparent")
+        .is_some_and(|v| v.trim().bytes().take(56).any(|b| !b.is_ascii()));
     raw.url.contains('\0') || authority.chars().any(char::is_control) || traceparent
 }
 
