@@ -1,9 +1,9 @@
 //! Regressions for inputs found by fuzzing (`crates/router-core/fuzz`) and by the hostile-input
 //! end-to-end suite (`tests/e2e/hostile.test.mjs`), inputs written inline.
 //!
-//! Fuzzing (4 targets, 10 minutes each, see docs/fuzzing.md) has found no crash so far; the
-//! first tests below pin down the edge cases it kept reaching so that they stay boring. The
-//! tests after them are the three problems the hostile suite found through workerd.
+//! The first tests below pin down edge cases the decoder and matcher targets kept reaching
+//! (they found no crash) so that they stay boring; then the three problems the hostile suite
+//! found through workerd; last, the crashes the whole-request target found (docs/fuzzing.md).
 
 use router_core::forward::drops_header;
 use router_core::select::transform::jwt_claims::{header_alg, unverified_claims};
