@@ -2,7 +2,7 @@
 # Installs what building and testing the router needs, skipping each piece
 # that is already present at the right version (safe to run again):
 #   the wasm32 target, worker-build, wasm-bindgen-cli at the Cargo.lock
-#   version, and the npm packages from package-lock.json (wrangler,
+#   version, cargo-fuzz, and the npm packages from package-lock.json (wrangler,
 #   miniflare, binaryen's wasm-opt, smol-toml for the deploy program).
 # With --registry it also installs Debian's docker-registry and skopeo, and
 # chromium (the reports' browser test, tests/bench/report-render.test.mjs); with
@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WORKER_BUILD_VERSION=0.8.7
+# The fuzz targets' runner (crates/router-core/fuzz; scripts/test.sh runs them briefly).
+CARGO_FUZZ_VERSION=0.13.2
 say() { printf '==> %s\n' "$*" >&2; }
 
 # npm ci runs only when package-lock.json changed since the last install.
@@ -49,6 +51,14 @@ WASM_BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/"/, "", $3
 if [ "$(installed_version wasm-bindgen)" != "$WASM_BINDGEN_VERSION" ]; then
   say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (a few minutes, once)"
   cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+
+# cargo-fuzz runs the fuzz targets with the nightly toolchain, which the
+# machine image provides (rustup toolchain install nightly): without it the
+# fuzz step of scripts/test.sh fails with a message saying so.
+if [ "$(installed_version cargo-fuzz)" != "$CARGO_FUZZ_VERSION" ]; then
+  say "installing cargo-fuzz $CARGO_FUZZ_VERSION (about a minute, once)"
+  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
 fi
 
 install_npm_packages

@@ -19,6 +19,15 @@ echo "==> wasm tests (wasm-bindgen-test under Node)" >&2
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test --target wasm32-unknown-unknown -p gitlab-http-router --lib wasm_tests
 
+# Every fuzz target for a few seconds from its committed seed corpus
+# (docs/fuzzing.md): a crash fails the run. Needs the nightly toolchain.
+echo "==> fuzz targets (cargo +nightly fuzz, crates/router-core/fuzz/run_all.sh --ci)" >&2
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  echo "the fuzz targets need the nightly toolchain: rustup toolchain install nightly" >&2
+  exit 1
+fi
+bash crates/router-core/fuzz/run_all.sh --ci
+
 echo "==> building the worker and the local stack" >&2
 bash scripts/build-worker.sh
 cargo build --quiet -p devstack -p rulesctl

@@ -2,7 +2,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use router_core::select::transform::jwt_claims::{claim_at_path, header_alg, unverified_claims, MAX_JWT_LEN};
+use router_core::select::transform::jwt_claims::{
+    claim_at_path, header_alg, unverified_claims, MAX_JWT_LEN,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(input) = std::str::from_utf8(data) else {

@@ -30,6 +30,8 @@ use eval::Eval;
 pub use model::Rule;
 use model::RuleAction;
 use pattern::Regex;
+#[cfg(all(feature = "oracle", feature = "compile"))]
+pub use pattern::RegexOracle;
 pub use pattern::{OwnedRegexFacts, RegexFacts, RegexTable};
 pub use rollout::rollout_bucket;
 use spec::{RuleSpec, RulesetObjectSpec};

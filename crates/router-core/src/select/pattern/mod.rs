@@ -17,6 +17,8 @@
 //! too large one is an error there and then. The `regex` crate is the
 //! tests' oracle: the programs find what its `captures` finds.
 
+#[cfg(all(any(test, feature = "oracle"), feature = "compile"))]
+mod differential;
 mod js_classes;
 #[cfg(all(test, feature = "compile"))]
 mod oracle;
@@ -27,6 +29,8 @@ mod sequence;
 mod thompson;
 mod vm;
 
+#[cfg(all(feature = "oracle", feature = "compile"))]
+pub use differential::RegexOracle;
 use js_classes::with_js_classes;
 #[cfg(all(test, feature = "compile"))]
 use thompson::MAX_STATES;

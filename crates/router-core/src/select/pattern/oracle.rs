@@ -7,108 +7,14 @@
 //! anchors, word boundaries), against the crate and written out.
 
 use std::collections::BTreeSet;
-use std::ops::Range;
 use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use regex_syntax::hir::{Class, Hir, HirKind};
 
-use super::vm::Program;
+use super::differential::{ours, Groups, RegexOracle as Subject};
 use super::Regex;
-
-/// Every group's span (`None`: took no part), or `None` when no match.
-type Groups = Option<Vec<Option<Range<usize>>>>;
-
-fn theirs(re: &regex::Regex, value: &str) -> Groups {
-    re.captures(value)
-        .map(|c| (0..c.len()).map(|i| c.get(i).map(|m| m.range())).collect())
-}
-
-fn ours(program: &[u32], value: &str) -> Groups {
-    let program = Program::new(program).expect("a well-formed program");
-    let mut groups = None;
-    let matched = program.captures(value, |slots| {
-        groups = Some(
-            slots
-                .chunks_exact(2)
-                .map(|s| (s[0] != u32::MAX).then(|| s[0] as usize..s[1] as usize))
-                .collect(),
-        )
-    });
-    assert_eq!(matched, groups.is_some());
-    assert_eq!(program.is_match(value), matched, "is_match {value:?}");
-    // The Pike VM, which longer values go to, finds the same.
-    let mut pike = None;
-    let (pike_matched, pike_any) =
-        program.pike_captures(value, |slots| pike = Some(slots.to_vec()));
-    let pike: Groups = pike.map(|slots| {
-        slots
-            .chunks_exact(2)
-            .map(|s| (s[0] != u32::MAX).then(|| s[0] as usize..s[1] as usize))
-            .collect()
-    });
-    assert_eq!(
-        (pike_matched, pike_any),
-        (matched, matched),
-        "pike {value:?}"
-    );
-    assert_eq!(pike, groups, "pike {value:?}");
-    groups
-}
-
-/// One regex: its source as the rules give it, compiled both ways.
-struct Subject {
-    source: String,
-    re: regex::Regex,
-    ours: Regex,
-}
-
-impl Subject {
-    fn new(source: &str) -> Subject {
-        let ours = Regex::eager(source).unwrap_or_else(|e| panic!("{source}: {e}"));
-        let re = regex::Regex::new(&ours.source).unwrap();
-        Subject {
-            source: source.to_string(),
-            re,
-            ours,
-        }
-    }
-
-    /// The program's groups, and the whole `Regex` (prefixes, sequence
-    /// and program) on its named groups, against the crate.
-    fn check(&self, value: &str) -> Result<(), String> {
-        let expected = theirs(&self.re, value);
-        let got = ours(&self.ours.program, value);
-        if got != expected {
-            return Err(format!(
-                "{:?} on {value:?}: program {got:?}, regex {expected:?}",
-                self.source
-            ));
-        }
-        let mut named = Vec::new();
-        let matched = self
-            .ours
-            .named_groups(value, |name, span| named.push((name.to_string(), span)));
-        let expected_named: Option<Vec<(String, Range<usize>)>> = expected.map(|groups| {
-            self.re
-                .capture_names()
-                .zip(groups)
-                .filter_map(|(n, g)| Some((n?.to_string(), g?)))
-                .collect()
-        });
-        if (matched, matched.then_some(named.clone()))
-            != (expected_named.is_some(), expected_named.clone())
-            || self.ours.is_match(value) != matched
-        {
-            return Err(format!(
-                "{:?} on {value:?}: named groups {named:?} ({matched}), regex {expected_named:?}",
-                self.source
-            ));
-        }
-        Ok(())
-    }
-}
 
 fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -298,7 +204,10 @@ fn real_values() -> Vec<String> {
 
 #[test]
 fn shipped_regexes_match_as_the_regex_crate_does() {
-    let subjects: Vec<Subject> = shipped_sources().iter().map(|s| Subject::new(s)).collect();
+    let subjects: Vec<Subject> = shipped_sources()
+        .iter()
+        .map(|s| Subject::new(s).unwrap_or_else(|e| panic!("{s}: {e}")))
+        .collect();
     assert!(subjects.len() >= 40, "{} regexes", subjects.len());
     let real = real_values();
     // GitLab's 5,066 routes: templates and examples.
@@ -385,9 +294,9 @@ fn the_vm_resolves_as_written() {
                 })
                 .collect()
         });
-        let subject = Subject::new(source);
+        let subject = Subject::new(source).unwrap_or_else(|e| panic!("{source}: {e}"));
         assert_eq!(
-            ours(&subject.ours.program, value),
+            ours(&subject.ours.program, value).unwrap(),
             expected,
             "{source} on {value:?}"
         );
@@ -410,7 +319,7 @@ proptest::proptest! {
         if Regex::eager(&source).is_err() {
             return Ok(());
         }
-        let subject = Subject::new(&source);
+        let subject = Subject::new(&source).unwrap_or_else(|e| panic!("{source}: {e}"));
         for value in &values {
             subject.check(value).map_err(TestCaseError::fail)?;
         }

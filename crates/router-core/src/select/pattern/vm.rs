@@ -194,7 +194,7 @@ impl<'p> Program<'p> {
     /// [`Program::captures`] by the Pike VM whatever the value's length,
     /// and whether the Pike VM's earliest search finds a match: so the
     /// tests hold both engines to the oracle.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "oracle"))]
     pub(crate) fn pike_captures(self, haystack: &str, found: impl FnOnce(&[u32])) -> (bool, bool) {
         with_cache(|cache| {
             cache.setup(0);
