@@ -60,8 +60,8 @@ use wasm_bindgen::prelude::*;
 use web_sys::Request;
 use worker::{event, worker_sys, Env};
 
-use crate::ingest::{fill_headers, split_input};
 use crate::isolate::Isolate;
+use router_core::input::{fill_headers, split_input};
 
 /// Talc instead of Rust's default dlmalloc: allocating (the plan, the log
 /// line, the request's parts) was a quarter of a request's time in wasm,

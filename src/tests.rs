@@ -3,8 +3,8 @@
 
 use router_core::RequestParts;
 
-use crate::ingest::{fill_headers, split_input};
 use crate::isolate::Isolate;
+use router_core::input::{fill_headers, split_input};
 
 fn isolate_with(vars: &[(&str, &str)]) -> (Isolate, Vec<String>) {
     let errors = std::cell::RefCell::new(Vec::new());

@@ -36,6 +36,7 @@ pub mod address;
 pub mod decision;
 pub mod error;
 pub mod hex;
+pub mod input;
 pub mod json;
 pub mod log;
 pub mod metrics;

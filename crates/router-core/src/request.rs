@@ -40,7 +40,15 @@ pub struct UrlParts<'a> {
 }
 
 impl<'a> UrlParts<'a> {
+    /// `None` for a URL that is not `http(s)://authority...`, or that holds
+    /// a control character (NUL, CR, LF, ...): a WHATWG URL, which workerd
+    /// hands the worker, percent-encodes them, so one here was not made by
+    /// the platform and is refused (the plan's separators are control
+    /// characters, and a CR would reach `X-Forwarded-Host`).
     pub fn parse(url: &'a str) -> Option<UrlParts<'a>> {
+        if url.bytes().any(|b| b.is_ascii_control()) {
+            return None;
+        }
         let (scheme, rest) = if let Some(rest) = url.strip_prefix("https://") {
             ("https", rest)
         } else {

@@ -17,7 +17,7 @@ const PHASES: &[(&str, &[&str])] = &[
     (
         "leaf",
         &[
-            "address", "decision", "error", "hex", "json", "log", "metrics", "platform",
+            "address", "decision", "error", "hex", "input", "json", "log", "metrics", "platform",
             "question", "request", "trace", "wire",
         ],
     ),

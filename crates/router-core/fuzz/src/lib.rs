@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use router_core::config::Config;
 use router_core::forward::{self, Incoming};
+use router_core::input::{fill_headers, split_input};
 use router_core::isolate::IsolateState;
 use router_core::resolve::{
     CachedAnswer, Platform, RawAnswer, Resolver, SharedCache, TopologyTransport, TransportError,
@@ -425,32 +426,6 @@ impl RawRequest {
     }
 }
 
-/// `src/ingest.rs`'s `split_input` (the edge crate is wasm-only glue around it; this is the
-/// same framing, read back the same way).
-pub fn split_input(bytes: &[u8]) -> Option<(&str, &str, &str)> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let (url, rest) = text.split_once(SEPARATOR)?;
-    let (method, headers) = rest.split_once(SEPARATOR)?;
-    Some((url, method, headers))
-}
-
-/// `src/ingest.rs`'s `fill_headers`.
-pub fn fill_headers(parts: &mut RequestParts, names: &[String], joined: &str) -> bool {
-    if names.is_empty() {
-        return false;
-    }
-    let values: Vec<&str> = joined.split(SEPARATOR).collect();
-    if values.len() != names.len() {
-        return false;
-    }
-    for (name, value) in names.iter().zip(values) {
-        if value != HEADER_ABSENT {
-            parts.headers.push((name.clone(), value.to_string()));
-        }
-    }
-    true
-}
-
 /// The request's parts as the edge reads them: `routeSync`'s framing when it reads back
 /// (else `routeAsync`'s: the URL and method as strings, each named header asked of the
 /// request, or every header when the rules need them all). `None`: the URL does not parse
@@ -487,25 +462,6 @@ pub fn ingest(world: &World, raw: &RawRequest) -> Option<Incoming> {
     }
     incoming.trace_from_headers(&world.clock);
     Some(incoming)
-}
-
-/// Whether `raw` reaches a crash already found and reported (each listed in
-/// docs/fuzzing.md and pinned by an ignored test in `tests/fuzz_regressions.rs`), which the
-/// targets step over so that they keep looking for others; each line goes when its fix lands.
-pub fn known_crash(raw: &RawRequest) -> bool {
-    // A NUL in the URL's authority reaches `X-Forwarded-Host` in the plan (issue 50: "NUL
-    // refused at ingest").
-    // A CR, LF or other control character in the URL's authority reaches it too (a WHATWG URL,
-    // which workerd hands the worker, holds none; `Incoming::parse` takes any).
-    let authority = raw.url.split_once("://").map_or("", |(_, rest)| {
-        rest.split(['/', '?', '#']).next().unwrap_or_default()
-    });
-    // A `traceparent` with a multi-byte character before byte 56: `canonical_traceparent`
-    // slices inside it (trace.rs; issue 50's first finding).
-    let traceparent = raw
-        .get("traceparent")
-        .is_some_and(|v| v.trim().bytes().take(56).any(|b| !b.is_ascii()));
-    raw.url.contains('\0') || authority.chars().any(char::is_control) || traceparent
 }
 
 /// `routeAsync`'s answer to a URL that does not parse, checked like any plan.
