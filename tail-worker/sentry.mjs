@@ -5,19 +5,41 @@
 
 export const CLIENT = "gitlab-http-router-tail/1.0";
 
-/**
- * `https://<public key>@<host>[/<path>]/<project id>` as the envelope
- * endpoint and the public key; null when `dsn` is not one. A legacy
- * `key:secret@` DSN's secret part is never used.
- */
-export function parseDsn(dsn) {
-  let url;
+/** Whether a URL's `hostname` is this machine: 127.0.0.0/8, ::1, localhost. */
+export function isLoopback(hostname) {
+  const host = String(hostname).toLowerCase().replace(/\.$/, "");
+  return host === "localhost" || host === "[::1]" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+function urlOf(dsn) {
   try {
-    url = new URL(String(dsn ?? "").trim());
+    return new URL(String(dsn ?? "").trim());
   } catch {
     return null;
   }
-  if (!["https:", "http:"].includes(url.protocol) || !url.username) return null;
+}
+
+/**
+ * Why `dsn` is refused although it is written as a DSN: an `http:` one to
+ * a host that is not loopback (the envelope, its key and the scrubbed
+ * errors would cross the network in the clear); null otherwise.
+ */
+export function dsnRefusal(dsn) {
+  const url = urlOf(dsn);
+  if (url?.protocol !== "http:" || isLoopback(url.hostname)) return null;
+  return `SENTRY_DSN is refused: http://${url.host} is not a loopback host, and a DSN must be https: anywhere else`;
+}
+
+/**
+ * `https://<public key>@<host>[/<path>]/<project id>` as the envelope
+ * endpoint and the public key; null when `dsn` is not one. `http:` only to
+ * a loopback host (a local stand-in): `dsnRefusal` says why. A legacy
+ * `key:secret@` DSN's secret part is never used.
+ */
+export function parseDsn(dsn) {
+  const url = urlOf(dsn);
+  if (!url || !url.username) return null;
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopback(url.hostname))) return null;
   const parts = url.pathname.split("/").filter(Boolean);
   const project = parts.pop();
   if (!project || !/^[0-9]+$/.test(project)) return null;

@@ -14,6 +14,30 @@ export function versionOverride(workerName, versionId) {
   return `${workerName}="${versionId}"`;
 }
 
+/** Whether a URL's `hostname` is this machine: 127.0.0.0/8, ::1, localhost. */
+export function isLoopbackHost(hostname) {
+  const host = String(hostname).toLowerCase().replace(/\.$/, "");
+  return host === "localhost" || host === "[::1]" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * Why the smoke-test secret must not be sent to `url`: not a URL, not
+ * http(s), or `http:` to a host that is not loopback (the secret would
+ * cross the network in the clear); null when it may.
+ */
+export function smokeUrlProblem(url) {
+  let parsed;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return `HEALTH_CHECK_URL=${url} is not a URL`;
+  }
+  if (parsed.protocol === "https:") return null;
+  if (parsed.protocol === "http:" && isLoopbackHost(parsed.hostname)) return null;
+  if (parsed.protocol !== "http:") return `HEALTH_CHECK_URL=${url} is neither https: nor http:`;
+  return `HEALTH_CHECK_URL=${url} is http: to ${parsed.hostname}, which is not loopback: the smoke-test secret (SMOKE_TEST_SECRET) would cross the network in the clear. Use its https: URL (http: is for a local stand-in on 127.0.0.1, ::1 or localhost only)`;
+}
+
 /** 2xx and 3xx count as healthy. */
 export function healthyStatus(status) {
   return status >= 200 && status < 400;
@@ -67,6 +91,9 @@ export async function runHealthCheck({ cmd, url, timeoutS = 10, environment, wor
     if (code !== 0) return { ...result, ok: false, problem: `HEALTH_CHECK_CMD (${cmd}) exited ${code}` };
   }
   if (url) {
+    // Checked at preflight too; here so no caller can send the secret in the clear.
+    const refused = smokeSecret ? smokeUrlProblem(url) : null;
+    if (refused) return { ...result, ok: false, problem: refused };
     const override = versionOverride(workerName, newVersion);
     const headers = { "cloudflare-workers-version-overrides": override, ...(smokeSecret ? { [SMOKE_TEST_HEADER]: smokeSecret } : {}) };
     const { status, error } = await probe(url, headers, timeoutS, signal);

@@ -7,6 +7,7 @@ import { ChangeLockError, evaluateChangeLock, formatTime, parseNow, readChangeLo
 import { EXIT, fail, say, warn } from "./log.mjs";
 import { quoteWords } from "./shell-words.mjs";
 import { cellsProblems } from "./cells.mjs";
+import { smokeUrlProblem } from "./health-check.mjs";
 
 const REQUIRED_VARS = ["GITLAB_TOPOLOGY_SERVICE_URL", "GITLAB_PROXY_HOST"];
 
@@ -29,7 +30,8 @@ export function checkToken(settings, dryRun) {
 /**
  * The router answers a request carrying Cloudflare-Workers-Version-Overrides
  * with 403 unless it carries the smoke-test secret (the Worker secret
- * GITLAB_SMOKE_TEST_SECRET): a HEALTH_CHECK_URL probe needs it.
+ * GITLAB_SMOKE_TEST_SECRET): a HEALTH_CHECK_URL probe needs it, and sends
+ * it only over https: (or http: to a loopback stand-in).
  */
 export function checkSmokeSecret(settings, dryRun) {
   if (!dryRun && settings.healthUrl && !settings.smokeSecret) {
@@ -38,6 +40,8 @@ export function checkSmokeSecret(settings, dryRun) {
       "HEALTH_CHECK_URL is set but SMOKE_TEST_SECRET is not: the router refuses (403) a version override without the smoke-test secret. Set SMOKE_TEST_SECRET to the Worker secret GITLAB_SMOKE_TEST_SECRET of this environment (wrangler secret put GITLAB_SMOKE_TEST_SECRET --env <env>; in CI: a masked, protected variable)",
     );
   }
+  const problem = settings.healthUrl && settings.smokeSecret ? smokeUrlProblem(settings.healthUrl) : null;
+  if (problem) fail(EXIT.USAGE, `${problem}; nothing was deployed`);
 }
 
 function run(cmd, args, cwd) {

@@ -65,6 +65,19 @@ describe("smoke test, routes and rollout record", { concurrency: 2 }, () => {
     assert.deepEqual(api.deploymentsPosted(NAME).at(-1).map((v) => [v.version_id, v.percentage]), [[oldVersion, 100]]);
   });
 
+  test("HEALTH_CHECK_URL over http: to a host that is not loopback: exit 2 before anything is uploaded, the secret never sent", async (t) => {
+    const { api, edge, project } = await setup(t);
+    // 0.0.0.0 reaches this machine's stand-in, but is no loopback address:
+    // a deploy that sent the secret there would show it in edge.requests.
+    const url = edge.url("/users/sign_in").replace("127.0.0.1", "0.0.0.0");
+    assert.match(url, /^http:\/\/0\.0\.0\.0:/);
+    const r = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_URL: url }));
+    assert.equal(r.code, 2, explain(r));
+    assert.match(r.stderr, /HEALTH_CHECK_URL=http:\/\/0\.0\.0\.0:\d+\/users\/sign_in is http: to 0\.0\.0\.0, which is not loopback: the smoke-test secret \(SMOKE_TEST_SECRET\) would cross the network in the clear/);
+    assert.deepEqual(writes(api), [], "nothing uploaded or deployed");
+    assert.deepEqual(edge.requests, [], "no probe, so no secret, went out");
+  });
+
   test("a healthy rollout: every probe reaches the new version through the override, from 0 % on", async (t) => {
     const { api, edge, project, oldVersion } = await setup(t);
     const r = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_URL: edge.url("/users/sign_in"), ROLLOUT_PERCENTAGES: "5 100" }));

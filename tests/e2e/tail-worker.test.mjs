@@ -12,11 +12,12 @@ import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { randomBytes } from "node:crypto";
 import { Miniflare } from "miniflare";
 import { ROOT, HEX32, TEST_BUILD, buildTestWorker, startRouter, freePort, request, eventually } from "./harness.mjs";
-import { SENT_HEADERS, scrubText, scrubValue, sentHeaders, stripUrl } from "../../tail-worker/scrub.mjs";
-import { parseDsn } from "../../tail-worker/sentry.mjs";
+import { MAX_TEXT, SENT_HEADERS, TEXT_MARGIN, scrubText, scrubValue, sentHeaders, stripUrl } from "../../tail-worker/scrub.mjs";
+import { dsnRefusal, parseDsn } from "../../tail-worker/sentry.mjs";
 import { itemReports } from "../../tail-worker/reports.mjs";
 
 const KEY = "e2epublickey";
@@ -66,6 +67,10 @@ async function startReceiver(mode = "ok") {
       const raw = Buffer.concat(chunks).toString("utf8");
       received.push({ method: req.method, url: req.url, headers: req.headers, raw, ...parseEnvelope(raw) });
       if (mode === "hang") return void hanging.push(res);
+      if (mode.redirectTo) {
+        res.writeHead(307, { location: mode.redirectTo });
+        return void res.end();
+      }
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify({ id: "ok" }));
     });
@@ -96,7 +101,12 @@ function parseEnvelope(raw) {
 
 /** The router's legacy cell: answers every request with its path. */
 async function startUpstream() {
-  const server = http.createServer((req, res) => res.end(`upstream ${req.url.split("?")[0]}`));
+  // Answers once the request's body has come whole (an aborted upload: never).
+  const server = http.createServer((req, res) => {
+    req.on("error", () => {});
+    req.on("end", () => res.end(`upstream ${req.url.split("?")[0]}`));
+    req.resume();
+  });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return { addr: `127.0.0.1:${server.address().port}`, close: () => new Promise((resolve) => server.close(resolve)) };
 }
@@ -138,7 +148,11 @@ async function startTailedRouter(dsn, { tailVars = {}, control = false, build = 
     name: "thrower",
     modules: true,
     compatibilityDate: "2026-04-26",
-    script: `export default { async fetch() { throw new Error("thrown on purpose with ${SECRETS.pat} in it"); } }`,
+    // The path in the message when there is one: each marker its own fingerprint.
+    script: `export default { async fetch(req) {
+  const path = new URL(req.url).pathname;
+  throw new Error(\`thrown on purpose\${path === "/" ? "" : \` at \${path}\`} with ${SECRETS.pat} in it\`);
+} }`,
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
     ...tails,
   };
@@ -248,6 +262,32 @@ describe("the tail worker in workerd, tailing the built router", () => {
     assertNoSecrets(JSON.stringify(got.headers), "the envelope's headers");
   });
 
+  test("an aborted upload is the client's: its line says error_level warn, and nothing of it reaches Sentry", async () => {
+    const from = receiver.received.length;
+    const logsFrom = stack.logs.length;
+    await new Promise((resolve) => {
+      const req = http.request(`${stack.router}/api/v4/projects/1/uploads`, { method: "PUT", headers: { "content-length": "100000" } });
+      req.on("error", () => {});
+      req.write("x".repeat(1000));
+      setTimeout(() => {
+        req.destroy();
+        resolve();
+      }, 200);
+    });
+    const line = await eventually(() => {
+      const found = stack.logs.slice(logsFrom).find((l) => l.includes('"method":"PUT"') && l.includes('"error"'));
+      assert.ok(found, stack.logs.slice(logsFrom).join("\n"));
+      return JSON.parse(found.slice(found.indexOf("{")));
+    }, 5000);
+    assert.equal(line.error_level, "warn", JSON.stringify(line));
+    assert.match(line.error, /the client's upload or the cell/);
+    // A marker after it: once the marker's event is in, the upload's would be too.
+    await request(`${stack.thrower}/upload-marker`);
+    await eventually(() => assert.ok(receiver.received.slice(from).some((r) => r.event?.exception?.values[0].value.includes("at /upload-marker"))));
+    const sent = receiver.received.slice(from).map((r) => r.event.message?.formatted ?? "");
+    assert.deepEqual(sent.filter((m) => m.startsWith("PUT")), [], sent.join("\n"));
+  });
+
   test("an uncaught exception arrives as an exception event, its message scrubbed", async () => {
     const from = receiver.received.length;
     const res = await request(`${stack.thrower}/`);
@@ -355,6 +395,13 @@ export default { async fetch(req, env) { await worker.tail(await req.json(), env
   return { logs, tail: (events) => mf.dispatchFetch("http://tail/", { method: "POST", body: JSON.stringify(events) }).then((r) => r.text()), stop: () => mf.dispose() };
 }
 
+/** A word for `i` without digits (a fingerprint makes numbers alike): xa, xb, …, xba. */
+function word(i) {
+  let letters = "";
+  for (let n = i; n >= 0; n = Math.floor(n / 26) - 1) letters = String.fromCharCode(97 + (n % 26)) + letters;
+  return `x${letters}`;
+}
+
 /** A TraceItem as workerd hands it over, with `logs` as the router writes them. */
 function traceItem({ lines = [], outcome = "ok", exceptions = [] } = {}) {
   return {
@@ -369,12 +416,15 @@ function traceItem({ lines = [], outcome = "ok", exceptions = [] } = {}) {
 }
 
 describe("the tail handler in workerd, given batches", () => {
-  test("a batch of 45 errors is cut to 20 envelopes: 19 events and one that counts the 26 dropped", async () => {
+  test("one event per fingerprint, then at most 20 a batch: 45 failures, 30 repeats of three of them and a bad outcome make 19 events and one counting 27 more", async () => {
     const receiver = await startReceiver("ok");
     const handler = await startTailHandler(receiver.dsn);
     try {
+      const failure = (i, ms) => traceItem({ lines: [["error", { level: "error", scope: "resolver", message: `failure ${word(i)} after ${ms} ms` }]] });
       const batch = [];
-      for (let i = 0; i < 44; i++) batch.push(traceItem({ lines: [["error", { level: "error", scope: "resolver", message: `failure ${i}` }]] }));
+      for (let i = 0; i < 45; i++) batch.push(failure(i, i));
+      // The same failures again, their numbers different: still the same fingerprint.
+      for (let i = 0; i < 30; i++) batch.push(failure(i % 3, 1000 + i));
       batch.push(traceItem({ outcome: "exceededCpu" }));
       assert.equal(await handler.tail(batch), "done");
       // The handler has finished: every send it made has been answered (the
@@ -383,12 +433,92 @@ describe("the tail handler in workerd, given batches", () => {
       assert.equal(events.length, 20, JSON.stringify(events.map((e) => e.message?.formatted)));
       const summary = events.find((e) => e.level === "warning");
       const others = events.filter((e) => e !== summary);
-      assert.deepEqual(others.map((e) => e.message.formatted).sort(), Array.from({ length: 19 }, (_, i) => `resolver: failure ${i}`).sort(), "the first 19");
-      assert.equal(summary.level, "warning");
-      assert.deepEqual(summary.extra, { dropped: 26, limit: 20 });
-      assert.match(summary.message.formatted, /^26 more error events/);
+      assert.deepEqual(others.map((e) => e.message.formatted).sort(), Array.from({ length: 19 }, (_, i) => `resolver: failure ${word(i)} after ${i} ms`).sort(), "the first 19");
+      assert.deepEqual(
+        others.filter((e) => e.extra?.repeats).map((e) => [e.message.formatted, e.extra.repeats]).sort(),
+        [0, 1, 2].map((i) => [`resolver: failure ${word(i)} after ${i} ms`, 10]),
+        "each of the three stands for its ten repeats",
+      );
+      assert.deepEqual(summary.extra, { dropped: 27, limit: 20 });
+      assert.match(summary.message.formatted, /^27 more error events/);
       assert.equal(summary.release, "7e57ab1e-0000-4000-8000-000000000001");
       for (const r of receiver.received) assertNoSecrets(r.raw, "an envelope");
+    } finally {
+      await handler.stop();
+      await receiver.close();
+    }
+  });
+
+  test("at most SENTRY_MAX_EVENTS_PER_MINUTE a minute per isolate, a fingerprint once a minute; one warning says what is held back", async () => {
+    const receiver = await startReceiver("ok");
+    const handler = await startTailHandler(receiver.dsn, { SENTRY_MAX_EVENTS_PER_MINUTE: "5" });
+    try {
+      const failures = (...names) => names.map((n) => traceItem({ lines: [["error", { level: "error", scope: "resolver", message: `failure ${n}` }]] }));
+      const messages = () => receiver.received.map((r) => r.event.message.formatted);
+      await handler.tail(failures("xa", "xb", "xc"));
+      assert.equal(receiver.received.length, 3);
+      // xa again (sent this minute), two new ones within the budget, xf over it.
+      await handler.tail(failures("xa", "xd", "xe", "xf"));
+      // (The sends of a batch run at once: they arrive in any order.)
+      const second = receiver.received.slice(3).map((r) => r.event);
+      assert.deepEqual(second.filter((e) => e.level === "error").map((e) => e.message.formatted).sort(), ["resolver: failure xd", "resolver: failure xe"]);
+      const [warning, ...more] = second.filter((e) => e.level !== "error");
+      assert.deepEqual(more, []);
+      assert.equal(warning.level, "warning");
+      assert.match(warning.message.formatted, /^error events over 5 a minute in one tail worker isolate are held back until .* \(2 so far\)$/);
+      assert.deepEqual(warning.extra, { held: 2, limit_per_minute: 5 });
+      // The window is spent and the warning said: nothing more this minute.
+      await handler.tail(failures("xg", "xa"));
+      assert.equal(receiver.received.length, 6, messages().join("\n"));
+    } finally {
+      await handler.stop();
+      await receiver.close();
+    }
+  });
+
+  test("what a client causes is not sent: a line marked error_level warn, a failed request whose client went away", async () => {
+    const receiver = await startReceiver("ok");
+    const handler = await startTailHandler(receiver.dsn);
+    try {
+      const request = { ruleset: "cells", method: "PUT", path: "/x", rule: null, action: "proxy", status: 502, duration_ms: 3 };
+      const upload = { ...request, error_level: "warn", error: "upstream fetch failed (the client's upload or the cell; not counted against the cell): Network connection lost." };
+      await handler.tail([
+        traceItem({ lines: [["log", upload], ["log", { ...request, method: "GET", error: "upstream fetch failed: refused" }]] }),
+        traceItem({ outcome: "canceled", lines: [["log", { ...request, error: "topology service timed out after 300 ms" }], ["error", { level: "error", scope: "resolver", message: "the router's own" }]] }),
+        traceItem({ outcome: "responseStreamDisconnected", lines: [["log", { ...request, error: "upstream fetch failed: gone" }]] }),
+      ]);
+      const sent = receiver.received.map((r) => r.event.message.formatted);
+      assert.deepEqual(sent.sort(), ["GET request failed: upstream fetch failed: refused", "resolver: the router's own"]);
+    } finally {
+      await handler.stop();
+      await receiver.close();
+    }
+  });
+
+  test("Sentry answering a redirect: it is not followed, and the send counts as failed", async () => {
+    const elsewhere = await startReceiver("ok");
+    const receiver = await startReceiver({ redirectTo: `http://127.0.0.1:${elsewhere.port}/api/${PROJECT}/envelope/` });
+    const handler = await startTailHandler(receiver.dsn);
+    try {
+      await handler.tail([traceItem({ lines: [["error", { level: "error", scope: "config", message: "x" }]] })]);
+      assert.equal(receiver.received.length, 1);
+      assert.deepEqual(elsewhere.received, [], "nothing sent where the redirect pointed");
+      await eventually(() => assert.ok(handler.logs.some((l) => l.includes("1 of 1 error reports not delivered to Sentry: answered 307, a redirect (not followed)")), handler.logs.join("\n")));
+    } finally {
+      await handler.stop();
+      await receiver.close();
+      await elsewhere.close();
+    }
+  });
+
+  test("an http: DSN to a host that is not loopback is refused, with a line that says so: nothing is sent", async () => {
+    const receiver = await startReceiver("ok");
+    // 0.0.0.0 reaches this machine's receiver, but is no loopback address.
+    const handler = await startTailHandler(`http://${KEY}@0.0.0.0:${receiver.port}/${PROJECT}`);
+    try {
+      await handler.tail([traceItem({ lines: [["error", { level: "error", scope: "config", message: "x" }]] })]);
+      assert.deepEqual(receiver.received, []);
+      await eventually(() => assert.ok(handler.logs.some((l) => l.includes(`SENTRY_DSN is refused: http://0.0.0.0:${receiver.port} is not a loopback host`)), handler.logs.join("\n")));
     } finally {
       await handler.stop();
       await receiver.close();
@@ -442,6 +572,36 @@ describe("the tail handler in workerd, given batches", () => {
   });
 });
 
+describe("the tail handler's CPU (index.mjs in this process, process.cpuUsage around tail())", () => {
+  test("20 events with 16 KiB strings (path, User-Agent, Accept) take well under a second of CPU", async () => {
+    const receiver = await startReceiver("ok");
+    try {
+      // A fresh module: its minute window is its own.
+      const { default: worker } = await import(`${pathToFileURL(TAIL_SCRIPT)}?cpu`);
+      const long = "a".repeat(16 * 1024);
+      const batch = Array.from({ length: 20 }, (_, i) => ({
+        ...traceItem({ lines: [["log", { ruleset: "cells", method: "GET", path: `/${long}`, rule: null, action: "proxy", status: 502, duration_ms: 3, error: `upstream fetch failed: ${word(i)}` }]] }),
+        event: { request: { url: `https://gitlab.com/${long}`, method: "GET", headers: { "user-agent": long, accept: long } } },
+      }));
+      const env = { SENTRY_DSN: receiver.dsn, SENTRY_ENVIRONMENT: "e2e" };
+      const before = process.cpuUsage();
+      await worker.tail(batch, env);
+      const used = process.cpuUsage(before);
+      const ms = (used.user + used.system) / 1000;
+      process.stdout.write(`# tail handler, 20 events with 16 KiB strings: ${ms.toFixed(1)} ms of CPU\n`);
+      assert.equal(receiver.received.length, 20);
+      for (const { event } of receiver.received) {
+        for (const text of [event.request.url, event.request.headers["user-agent"], event.request.headers.accept, event.extra.line.path]) {
+          assert.ok(text.length <= MAX_TEXT + 1 && text.endsWith("…"), `cut: ${text.length}`);
+        }
+      }
+      assert.ok(ms < 300, `${ms} ms of CPU`);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
 describe("scrubbing (tail-worker/scrub.mjs)", () => {
   test("credentials in text are replaced, whatever their form", () => {
     const cases = [
@@ -488,16 +648,44 @@ describe("scrubbing (tail-worker/scrub.mjs)", () => {
     });
   });
 
-  test("a long message is cut after it is scrubbed: a secret across the cut leaves nothing of itself", () => {
+  test("a long message is cut: a secret across the cut leaves nothing of itself", () => {
     const text = `${"x".repeat(1995)} ${SECRETS.pat}`;
     const [event] = itemReports({ outcome: "ok", logs: [{ level: "error", timestamp: 1, message: [text] }] });
     assert.equal(event.message.formatted, `${"x".repeat(1995)} [red…`);
     assert.ok(!event.message.formatted.includes("glpat-Pri"));
   });
 
+  test("cut before scrubbing: a secret within the margin is recognised whole; one the margin cuts in two never moves before the cut", () => {
+    // A 64-hex secret from 1990 on: its tail is past the cut, all of it is recognised.
+    const hex = HEX32 + HEX32;
+    const across = scrubText(`${"x".repeat(1989)} ${hex} ${"y".repeat(20_000)}`);
+    assert.equal(across, `${"x".repeat(1989)} [redacted]…`);
+    // A long secret redacted early shortens the text by 590 characters; the
+    // token the margin's end cuts to `glpat-ABCD` (too short to be known as
+    // one) would then sit before the cut, were the cut made after scrubbing.
+    const fragment = "glpat-ABCDEFGHIJKLMNOP";
+    const head = `private_token=${"s".repeat(601)} `;
+    const filler = "z ".repeat((MAX_TEXT + TEXT_MARGIN - 10 - head.length) / 2);
+    assert.equal(head.length % 2, 0);
+    const text = `${head}${filler}${fragment}${"w".repeat(5000)}`;
+    assert.equal(text.indexOf(fragment), MAX_TEXT + TEXT_MARGIN - 10);
+    const out = scrubText(text);
+    assert.ok(out.startsWith("private_token=[redacted] z z"), out.slice(0, 40));
+    assert.ok(!out.includes("glpat"), out.slice(-60));
+    assert.ok(!out.includes("s".repeat(20)));
+    assert.equal(out.length, MAX_TEXT - 601 + "[redacted]".length + 1, "what lay before the cut, the secret shortened, and …");
+  });
+
   test("the DSN: the envelope endpoint and the public key; anything else is no DSN", () => {
     assert.deepEqual(parseDsn("https://abc123@o1.ingest.example/42"), { endpoint: "https://o1.ingest.example/api/42/envelope/", publicKey: "abc123", projectId: "42" });
     assert.deepEqual(parseDsn("https://abc:legacysecret@sentry.example/prefix/7").endpoint, "https://sentry.example/prefix/api/7/envelope/");
-    for (const bad of [undefined, "", "not a dsn", "https://sentry.example/42", "https://k@sentry.example/", "ftp://k@h/1"]) assert.equal(parseDsn(bad), null, String(bad));
+    for (const bad of [undefined, "", "not a dsn", "https://sentry.example/42", "https://k@sentry.example/", "ftp://k@h/1", "http://k@sentry.example/42", "http://k@127.0.0.1.example/1", "http://k@0.0.0.0:9/1"]) {
+      assert.equal(parseDsn(bad), null, String(bad));
+    }
+    for (const loopback of ["http://k@127.0.0.1:9000/1", "http://k@127.1.2.3/1", "http://k@[::1]:9000/1", "http://k@localhost:9000/1"]) {
+      assert.equal(parseDsn(loopback).endpoint.startsWith("http://"), true, loopback);
+      assert.equal(dsnRefusal(loopback), null, loopback);
+    }
+    assert.match(dsnRefusal("http://k@sentry.example/42"), /^SENTRY_DSN is refused: http:\/\/sentry\.example is not a loopback host/);
   });
 });

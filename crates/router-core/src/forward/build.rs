@@ -616,13 +616,19 @@ fn failed(router: &Router, mut log: RequestLog, error: RouterError) -> Plan<'sta
 /// How the log line of a failed upstream fetch opens its `error`; without
 /// an earlier error (nearly always) the same for every request. A request
 /// with a body says the failure may be the client's: workerd reports an
-/// aborted upload as it reports a dead cell ("Network connection lost.").
+/// aborted upload as it reports a dead cell ("Network connection lost."),
+/// so the line says so in words and in the field `"error_level":"warn"`
+/// (the tail worker sends no such line to Sentry; body-less requests and
+/// the probe still see a dead cell).
 pub(crate) fn upstream_failure_log(log: &RequestLog, body: bool) -> Cow<'static, str> {
     match (log.error.is_none(), body) {
         (true, false) => Cow::Borrowed(UPSTREAM_FAILURE_OPEN),
         (true, true) => Cow::Borrowed(UPSTREAM_FAILURE_WITH_BODY_OPEN),
         (false, false) => Cow::Owned(log.error_open(UPSTREAM_FAILURE_STEP)),
-        (false, true) => Cow::Owned(log.error_open(UPSTREAM_FAILURE_WITH_BODY_STEP)),
+        (false, true) => {
+            let open = log.error_open(UPSTREAM_FAILURE_WITH_BODY_STEP);
+            Cow::Owned(format!("{MAYBE_THE_CLIENTS}{open}"))
+        }
     }
 }
 
@@ -632,8 +638,12 @@ pub(crate) const UPSTREAM_FAILURE_WITH_BODY_STEP: &str =
 /// [`upstream_failure_log`] when nothing failed before the fetch:
 /// `error_open(UPSTREAM_FAILURE_STEP)` of a line without errors (tested).
 const UPSTREAM_FAILURE_OPEN: &str = r#","error":"upstream fetch failed: "#;
-/// The same for a request with a body.
-const UPSTREAM_FAILURE_WITH_BODY_OPEN: &str = r#","error":"upstream fetch failed (the client's upload or the cell; not counted against the cell): "#;
+/// The field before `error` in the line of a failure that may be the
+/// client's (docs/operations.md, "Fields to query").
+pub(crate) const MAYBE_THE_CLIENTS: &str = r#","error_level":"warn""#;
+/// The same for a request with a body:
+/// `MAYBE_THE_CLIENTS + error_open(UPSTREAM_FAILURE_WITH_BODY_STEP)` (tested).
+const UPSTREAM_FAILURE_WITH_BODY_OPEN: &str = r#","error_level":"warn","error":"upstream fetch failed (the client's upload or the cell; not counted against the cell): "#;
 
 #[cfg(test)]
 mod tests;
