@@ -11,7 +11,8 @@
 //! maps) and drops the matching memory entries then. A memory hit costs
 //! nothing more; a Cache API hit, or an answer about to be cached, costs a
 //! few hash lookups ([`Index::invalidated_at`]: one per ancestor of a route
-//! value, one per tag, one for the cell's address).
+//! value, each a slice of one lowercased copy of it, so linear in its
+//! length; one per tag, one for the cell's address).
 //!
 //! An invalidation can matter only while an answer asked before it can
 //! still be used: at most the longest TTL plus the stale window
@@ -173,7 +174,9 @@ fn nests(index: usize) -> bool {
 /// The invalidations in force, indexed for lookups.
 #[derive(Debug, Default)]
 pub struct Index {
-    claims: HashMap<(usize, String), u64>,
+    /// Per claim kind ([`CLAIM_TYPES`] index): normalized value to time,
+    /// looked up by borrowed `&str` (a route's ancestors are slices of it).
+    claims: HashMap<usize, HashMap<String, u64>>,
     tags: HashMap<String, u64>,
     addresses: HashMap<String, u64>,
     /// What was indexed (within the horizon), kept so that a later
@@ -206,7 +209,7 @@ impl Index {
             match &subject {
                 Subject::Claim(i, v) => {
                     let v = normalize(*i, v);
-                    raise(&mut index.claims, (*i, v), at);
+                    raise(index.claims.entry(*i).or_default(), v, at);
                 }
                 Subject::Tag(t) => raise(&mut index.tags, t.clone(), at),
                 Subject::Cell(id) => {
@@ -255,20 +258,19 @@ impl Index {
                 latest = Some(latest.map_or(*at, |l| l.max(*at)));
             }
         };
-        if let (Some((i, value)), false) = (claim, self.claims.is_empty()) {
+        if let Some((values, (i, value))) =
+            claim.and_then(|(i, value)| Some((self.claims.get(&i)?, (i, value))))
+        {
+            // One lowercased copy of the value; its ancestors are looked up
+            // as slices of it (linear in its length, not quadratic).
             let value = normalize(i, value);
             if nests(i) {
-                let mut end = value.len();
-                loop {
-                    let prefix = value.get(..end).unwrap_or_default();
-                    seen(self.claims.get(&(i, prefix.to_string())));
-                    match prefix.rfind('/') {
-                        Some(cut) => end = cut,
-                        None => break,
-                    }
+                let ends = value.match_indices('/').map(|(cut, _)| cut);
+                for prefix in ends.chain([value.len()]).filter_map(|end| value.get(..end)) {
+                    seen(values.get(prefix));
                 }
             } else {
-                seen(self.claims.get(&(i, value)));
+                seen(values.get(value.as_str()));
             }
         }
         if !self.tags.is_empty() {
