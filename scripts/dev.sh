@@ -40,8 +40,9 @@ node --input-type=module -e '
 ' "$cells" || true
 
 # The control document exists from the start (docs/operations.md: without
-# it a new isolate does not use the Cache API); `reset` keeps what is there.
-cargo run -q --bin rulesctl -- control set --env dev --local reset > /dev/null || echo "warning: could not write the local control document" >&2
+# it a new isolate does not use the Cache API); `reset` keeps what is there,
+# and a new local store starts at generation 0.
+cargo run -q --bin rulesctl -- control set --env dev --local --start-generation 0 reset > /dev/null || echo "warning: could not write the local control document" >&2
 
 token=$(cargo run -q --bin rulesctl -- token --cell 2 2>/dev/null || true)
 cat <<MSG

@@ -82,7 +82,7 @@ impl Controls {
         if let Some(problem) = &applied.problem {
             crate::log_error("control", problem);
         }
-        if let Some(warning) = &applied.warning {
+        for warning in &applied.warnings {
             crate::log_warn("control", warning);
         }
         let known = self.state.borrow().is_known();

@@ -441,7 +441,9 @@ async function apply(request, client, method, drops, plan, started) {
     upstream = await fetch(f[TARGET_URL], { method, headers, body: f[BODY] === "1" ? request.body : undefined, redirect: "manual" });
   } catch (error) {
     clearTimeout(timer);
-    if (report !== "") reportOutcome(circuit, report, W.FETCH_FAILED, sent, false);
+    // Once per request: a fetch that throws after the headers timeout
+    // fired was reported then (NO_HEADERS).
+    if (report !== "" && !late) reportOutcome(circuit, report, W.FETCH_FAILED, sent, false);
     return fail(`${f[UPSTREAM_FAILURE_LOG]}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started, f, W.UPSTREAM_FAILED_KIND);
   }
   clearTimeout(timer);

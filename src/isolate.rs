@@ -6,6 +6,7 @@
 //! document and the probe record in KV).
 
 use std::cell::Cell;
+use std::rc::Rc;
 
 use router_core::config::Config;
 use router_core::control::Mode;
@@ -26,6 +27,15 @@ mod compiled {
 
 pub(crate) type EdgeResolver = Resolver<io::FetchTransport, io::CacheApi, io::JsPlatform>;
 
+/// How long an isolate's first requests wait for its first read of the
+/// probe record (as for the control document's first read,
+/// `router_core::control::FIRST_READ_WAIT_MS`, and at the same time): KV
+/// answers in a few ms; this bounds what a slow KV adds to them.
+const HEALTH_FIRST_READ_WAIT_MS: u64 = 200;
+
+/// How often a request waiting for that read looks for it.
+const HEALTH_FIRST_READ_POLL_MS: u32 = 5;
+
 /// The version metadata binding (`[version_metadata]` in wrangler.toml).
 const VERSION_BINDING: &str = "CF_VERSION_METADATA";
 
@@ -35,6 +45,10 @@ pub(crate) struct Isolate {
     /// When the scheduled probe's record is read next (ms since the
     /// epoch): at most once per `config.health_refresh_ms`.
     next_health_read_ms: Cell<u64>,
+    /// When the isolate's first read of the record began, until a read has
+    /// finished (`health_read_once`).
+    health_first_read_since: Cell<Option<u64>>,
+    health_read_once: Cell<bool>,
     /// The probe record's home: the deployment's own KV namespace
     /// (`ROUTER_CONTROL`); `None` without one.
     health_store: Option<io::HealthStore>,
@@ -123,6 +137,8 @@ impl Isolate {
             state: IsolateState::new(config, ruleset),
             resolver,
             next_health_read_ms: Cell::new(0),
+            health_first_read_since: Cell::new(None),
+            health_read_once: Cell::new(false),
             health_store: None,
             controls: None,
         }
@@ -163,15 +179,51 @@ impl Isolate {
             && now_ms >= self.next_health_read_ms.get()
     }
 
-    /// Reads the probe record from KV and applies it; the next read is due
-    /// one interval later, whatever this one finds.
-    pub async fn read_health(&self) {
-        self.next_health_read_ms
-            .set(io::now() as u64 + u64::from(self.state.config.health_refresh_ms));
-        if let Some(store) = &self.health_store {
-            if let Some(record) = store.get().await {
-                self.apply_health(&record);
+    /// Whether requests at `now_ms` wait for the isolate's first read of the
+    /// probe record: it has begun, has not finished, and began less than
+    /// [`HEALTH_FIRST_READ_WAIT_MS`] ago.
+    pub fn health_must_wait(&self, now_ms: u64) -> bool {
+        !self.health_read_once.get()
+            && self
+                .health_first_read_since
+                .get()
+                .is_some_and(|since| now_ms.saturating_sub(since) < HEALTH_FIRST_READ_WAIT_MS)
+    }
+
+    /// Starts a read of the probe record in the background of the request
+    /// `ctx` belongs to (`ctx.waitUntil`), when one is due at `now_ms`: the
+    /// request goes on with the record last applied, and the read applies
+    /// what it finds when KV answers (within the store's timeout). The next
+    /// read is due one interval later, whatever this one finds.
+    pub fn start_health_read(iso: &Rc<Isolate>, ctx: &worker::worker_sys::Context, now_ms: u64) {
+        if !iso.health_read_due_at(now_ms) {
+            return;
+        }
+        iso.next_health_read_ms
+            .set(now_ms.saturating_add(u64::from(iso.state.config.health_refresh_ms)));
+        if iso.health_first_read_since.get().is_none() {
+            iso.health_first_read_since.set(Some(now_ms));
+        }
+        let iso = Rc::clone(iso);
+        let read = wasm_bindgen_futures::future_to_promise(async move {
+            if let Some(store) = &iso.health_store {
+                if let Some(record) = store.get().await {
+                    iso.apply_health(&record);
+                }
             }
+            iso.health_read_once.set(true);
+            Ok(JsValue::UNDEFINED)
+        });
+        let _ = ctx.wait_until(&read);
+    }
+
+    /// Until the isolate's first read of the probe record has finished, and
+    /// for at most [`HEALTH_FIRST_READ_WAIT_MS`], waits for it: a new
+    /// isolate's first requests do not go to a cell the probe found down.
+    /// Later reads are never waited for.
+    pub async fn wait_for_first_health_read(&self) {
+        while self.health_must_wait(io::now() as u64) {
+            router_core::resolve::Platform::sleep(&io::JsPlatform, HEALTH_FIRST_READ_POLL_MS).await;
         }
     }
 

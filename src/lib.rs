@@ -329,9 +329,10 @@ fn route_sync_parts(iso: &Isolate, url: &str, method: &str, headers: &str) -> Op
     // cache, the cell's circuit).
     let _clock = io::HeldClock::hold();
     let now = (iso.controls.is_some() || !state.config.cells.is_empty()).then(|| io::now() as u64);
-    if now.is_some_and(|now| iso.health_read_due_at(now)) {
-        // routeAsync reads the probe record first (one request per
-        // interval per isolate pays for it).
+    if now.is_some_and(|now| iso.health_read_due_at(now) || iso.health_must_wait(now)) {
+        // routeAsync starts the probe record's read in the background of
+        // this request (it needs the request's ctx), and waits only for an
+        // isolate's first read, briefly.
         return None;
     }
     let mut incoming = Incoming::parse(url, method.to_string())?;
@@ -388,9 +389,9 @@ pub async fn route_async(
     headers: Option<String>,
 ) -> String {
     let iso = isolate(&env);
-    if iso.health_read_due_at(io::now() as u64) {
-        iso.read_health().await;
-    }
+    // In the background: only an isolate's first requests wait for it
+    // (below, after the control document's first read has started too).
+    Isolate::start_health_read(&iso, &ctx, io::now() as u64);
     let stopped = PENDING
         .with(|p| p.borrow_mut().take())
         .filter(|(u, _, _)| *u == url);
@@ -428,6 +429,7 @@ pub async fn route_async(
         return memory_probe::answer(&iso).encode();
     }
     control::Controls::refresh(&iso, &ctx).await;
+    iso.wait_for_first_health_read().await;
     let rules = iso.state.ruleset.as_ref().filter(|_| !iso.passthrough());
     let routed = match (rules, &iso.resolver, pending) {
         (None, _, _) => None,

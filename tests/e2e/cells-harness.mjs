@@ -12,7 +12,7 @@ import { startReady, startRouter, stopChild, topologyToml, request, freePort, sc
  * with GITLAB_CELLS listing every cell (`routerVars`, `routerOptions`: per
  * router, as startRouter takes them).
  */
-export async function startCells({ cellCount = 3, vars = {}, routers = 1, topology = true, build = "build", list = (l) => l, extraWorkers = [], routerVars = [], routerOptions = [] } = {}) {
+export async function startCells({ cellCount = 3, vars = {}, routers = 1, topology = true, build = "build", list = (l) => l, extraWorkers = [], routerVars = [], routerOptions = [], control = true } = {}) {
   const stack = { children: [], logs: [], cells: {} };
   try {
     for (let id = 1; id <= cellCount; id++) {
@@ -44,8 +44,9 @@ export async function startCells({ cellCount = 3, vars = {}, routers = 1, topolo
       ...vars,
     };
     // ROUTER_CONTROL as every deployment binds it: the probe's record
-    // reaches every isolate through it.
-    stack.mf = await startRouter(stack.vars, stack.logs, { routers, build, control: true, extraWorkers, routerVars, routerOptions });
+    // reaches every isolate through it (`control: false`: bound by
+    // `routerOptions` instead).
+    stack.mf = await startRouter(stack.vars, stack.logs, { routers, build, control, extraWorkers, routerVars, routerOptions });
     stack.urls = [];
     for (let i = 0; i < routers; i++) {
       stack.urls.push((await stack.mf.unsafeGetDirectURL(i === 0 ? "router" : `router-${i}`)).toString().replace(/\/$/, ""));

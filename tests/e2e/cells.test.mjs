@@ -385,3 +385,100 @@ describe("the probe cannot blackhole a cell", () => {
     }, 5000);
   });
 });
+
+describe("one circuit report per request", () => {
+  // A request to cell 3 that is still waiting for its headers after the
+  // headers timeout, and whose fetch then throws (the cell is killed).
+  let stack;
+  const HEADERS_TIMEOUT_MS = 200;
+  before(async () => {
+    stack = await startCells({
+      vars: { GITLAB_CELL_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), GITLAB_CELL_FAILURES: "2", GITLAB_CELL_OPEN_MS: "60000" },
+    });
+  });
+  after(async () => stack && stopCells(stack));
+
+  test("a request past the headers timeout whose fetch then throws counts once", async () => {
+    const to3 = { cookie: sessionCookie(3) };
+    const first = timed(`${stack.url}/dashboard`, { ...to3, "x-demo-delay-ms": "10000" });
+    await new Promise((r) => setTimeout(r, 3 * HEADERS_TIMEOUT_MS));
+    await killCell(stack, 3);
+    const answered = await first;
+    assert.equal(answered.status, 502, answered.text);
+    await new Promise((r) => setTimeout(r, 100));
+    const opened = () => healthLines(stack).filter((l) => /cell 3 .*circuit opened/.test(l.message ?? ""));
+    assert.deepEqual(opened(), [], "one request is one failure of the two that open the circuit");
+    const from = stack.logs.length;
+    const second = await timed(`${stack.url}/dashboard`, to3);
+    assert.equal(second.status, 502, `the second request reached the (dead) cell: ${second.text}`);
+    const line = requestLogs(stack, from).find((l) => l.path === "/dashboard");
+    assert.notEqual(line?.chosen_by, "circuit_open");
+    // The second failure opens it.
+    await eventually(() => assert.equal(opened().length, 1));
+    assert.match(opened()[0].message, /after 2 failures in a row/);
+    const refused = await timed(`${stack.url}/dashboard`, to3);
+    assert.equal(refused.status, 503);
+  });
+});
+
+describe("the probe record's read is off the request path", () => {
+  // ROUTER_CONTROL through a binding whose reads of the probe record take
+  // READ_DELAY_MS (KV's worst case short of the read's 1 s timeout); every
+  // other call goes straight to the namespace.
+  const READ_DELAY_MS = 800;
+  const slowKv = {
+    name: "slow-kv",
+    modules: true,
+    kvNamespaces: { KV: "router-control" },
+    script: `export default function (env) {
+      return {
+        async get(key, options) {
+          if (key === "cell-health") {
+            console.log("slow-kv: reading cell-health");
+            await new Promise((r) => setTimeout(r, ${READ_DELAY_MS}));
+          }
+          return env.KV.get(key, options);
+        },
+        put: (key, value, options) => env.KV.put(key, value, options),
+      };
+    }`,
+  };
+  let stack;
+  before(async () => {
+    stack = await startCells({
+      control: false,
+      vars: { GITLAB_CELL_HEALTH_REFRESH_MS: "500", GITLAB_CELL_OPEN_MS: "60000" },
+      extraWorkers: [slowKv],
+      routerOptions: [{ wrappedBindings: { ROUTER_CONTROL: "slow-kv" } }],
+    });
+  });
+  after(async () => stack && stopCells(stack));
+
+  test("with the record's read slowed to 800 ms, no request waits for it, and it is still read once per interval and applied", async () => {
+    const kv = await stack.mf.getKVNamespace("KV", "slow-kv");
+    await kv.put("control", "{}");
+    // The probe found cell 3 down (written as the cron writes it).
+    await kv.put("cell-health", `cell-health 2 ${Date.now()}\n1 u 200 1 \n2 u 200 1 \n3 d 0 1 refused\n`);
+    const from = stack.logs.length;
+    const started = performance.now();
+    const times = [];
+    while (performance.now() - started < 3000) {
+      const r = await timed(`${stack.url}/dashboard`, { cookie: sessionCookie(2) });
+      assert.equal(r.cell, "2");
+      times.push(r.ms);
+    }
+    const elapsed = performance.now() - started;
+    const [first, ...later] = times;
+    const slowest = Math.max(...later);
+    const reads = stack.logs.slice(from).filter((l) => l.includes("slow-kv: reading cell-health")).length;
+    console.log(`# probe record read taking ${READ_DELAY_MS} ms: first request ${first.toFixed(0)} ms (an isolate's first waits at most 200 ms), the next ${later.length} at most ${slowest.toFixed(0)} ms; ${reads} reads in ${elapsed.toFixed(0)} ms (interval 500 ms)`);
+    assert.ok(first < 600, `the isolate's first request waited ${first.toFixed(0)} ms`);
+    assert.ok(slowest < 400, `a request waited ${slowest.toFixed(0)} ms for the probe record`);
+    assert.ok(reads >= 2, `${reads} reads`);
+    assert.ok(reads <= Math.ceil(elapsed / 500) + 1, `${reads} reads in ${elapsed.toFixed(0)} ms: more than one per interval`);
+    // Read in the background, and applied: cell 3 is refused at once.
+    const r = await timed(`${stack.url}/dashboard`, { cookie: sessionCookie(3) });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.cell, undefined);
+  });
+});

@@ -77,6 +77,38 @@ describe("ROUTER_CONTROL", () => {
     }
   });
 
+  test("a document with fields this version does not know still applies passthrough (a rollback), named once in a warn line", async () => {
+    // What a later version may write (and a rollback leaves in KV): a field
+    // of its own, and an invalidation dated in microseconds, which would
+    // make cell 2 uncacheable for good.
+    const stack = await startStack({ ruleset: "session_prefix", cellCount: 3, control: true, vars });
+    try {
+      assert.equal(await cellOf(stack, sessionCookie(2)), "2");
+      const mark = stack.logs.length;
+      await setControl(stack, {
+        mode: "passthrough",
+        purge_generation: 1,
+        sampling: { share: 0.1 },
+        invalidations: [{ at_ms: Date.now() * 1000, cell: 2, why: "INC-9" }],
+      });
+      await timeUntil(async () => (await cellOf(stack, sessionCookie(2))) === "1", 5 * INTERVAL_MS);
+      // Two more reads of the same document.
+      const until = Date.now() + 2.5 * INTERVAL_MS;
+      while (Date.now() < until) await cellOf(stack, sessionCookie(3));
+      const lines = controlLines(stack, mark);
+      assert.deepEqual(lines.filter((l) => l.level === "error"), [], "not refused");
+      const unknown = lines.filter((l) => l.level === "warn" && /fields this version does not know/.test(l.message));
+      assert.equal(unknown.length, 1, "once per document applied");
+      assert.match(unknown[0].message, /ignored: invalidations\[0\]\.why, sampling|ignored: sampling, invalidations\[0\]\.why/);
+      const ahead = lines.filter((l) => l.level === "warn" && /ahead of this isolate's clock, ignored/.test(l.message));
+      assert.equal(ahead.length, 1);
+      assert.match(ahead[0].message, /cell=2 at_ms \d{16}/);
+      assert.ok(lines.some((l) => /control document applied: mode=passthrough .*purge_generation=1/.test(l.message)));
+    } finally {
+      await stack.stop();
+    }
+  });
+
   test("the document is read at most once per interval, not per request", async () => {
     // A KV read is invisible to the test, but its effect is not: a change
     // made just after a read is not seen before the interval has passed.
@@ -248,14 +280,14 @@ describe("ROUTER_CONTROL", () => {
       });
     try {
       assert.match(rulesctl("show"), /no control document/);
-      const dry = rulesctl("set", "--dry-run", "mode=passthrough", "note=INC-2");
-      assert.match(dry, /dry run: would run .*wrangler kv key put control '\{"mode":"passthrough","note":"INC-2"\}' --binding ROUTER_CONTROL --env dev --local/);
+      const dry = rulesctl("set", "--dry-run", "--start-generation", "0", "mode=passthrough", "note=INC-2");
+      assert.match(dry, /dry run: would run .*wrangler kv key put control '\{"mode":"passthrough","note":"INC-2","purge_generation":0\}' --binding ROUTER_CONTROL --env dev --local/);
       assert.match(rulesctl("show"), /no control document/, "a dry run writes nothing");
-      assert.match(rulesctl("set", "mode=passthrough", "disable=session_cookie", "note=INC-2"), /written \(mode=passthrough/);
+      assert.match(rulesctl("set", "--start-generation", "0", "mode=passthrough", "disable=session_cookie", "note=INC-2"), /written \(mode=passthrough/);
       assert.throws(() => rulesctl("set", "disable=no_such_rule"), /names no rule of any ruleset/);
       assert.throws(() => rulesctl("set", "mode=off"), /neither normal nor passthrough/);
       const shown = JSON.parse(rulesctl("show"));
-      assert.deepEqual(shown, { mode: "passthrough", disabled_rules: ["session_cookie"], note: "INC-2" });
+      assert.deepEqual(shown, { mode: "passthrough", disabled_rules: ["session_cookie"], note: "INC-2", purge_generation: 0 });
 
       const stack = await startStack({
         ruleset: "session_prefix",

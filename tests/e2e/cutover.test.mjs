@@ -20,7 +20,7 @@ test("cutover drill: a targeted invalidation moves acme within one interval and 
     cwd: ROOT,
     env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
   });
-  await rulesctl("set", "reset"); // the document exists: the Cache API is used
+  await rulesctl("set", "--start-generation", "0", "reset"); // the document exists: the Cache API is used
   const stack = await startDemoStack({
     routers: 2,
     control: { id: "router-control-dev", persist: join(dir, "v3", "kv") },

@@ -8,9 +8,14 @@
 //!  "note": "INC-1234: topology service answering 404 for everything"}
 //! ```
 //!
-//! Every field is optional. Unknown fields make the document invalid, so a
-//! typo (`"mdoe"`) is reported instead of silently changing nothing. An
-//! invalid document is logged and the last good one kept.
+//! Every field is optional. Unknown fields (a later version's, after a
+//! rollback, or a typo) are ignored and named in a warn line once per
+//! document applied: an older version keeps honouring passthrough and
+//! purge in a document a newer one wrote. `rulesctl control` refuses them
+//! when it writes, so a typo (`"mdoe"`) is caught there. An invalid
+//! document is logged and the last good one kept. An invalidation dated
+//! more than [`MAX_AHEAD_MS`] ahead of the isolate's clock is ignored (a
+//! warn line says so), the rest of the document applied.
 //!
 //! A purge cannot be undone by accident: the generation an isolate uses
 //! never goes down (a lower one in a document is ignored, with a warning),
@@ -19,10 +24,13 @@
 //! default document but without the shared cache, since it cannot know
 //! which answers a purge made unusable (see [`ControlState::finish_read`]).
 
+use std::collections::BTreeMap;
+
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use crate::log::RequestLogging;
-use crate::resolve::invalidate::{Invalidation, MAX_INVALIDATIONS};
+use crate::resolve::invalidate::{self, Invalidation, MAX_AHEAD_MS, MAX_INVALIDATIONS};
 
 /// The KV key that holds the document.
 pub const CONTROL_KEY: &str = "control";
@@ -69,10 +77,12 @@ pub struct Control {
     /// Targeted invalidations ([`crate::resolve::invalidate`]): answers by
     /// claim, tag or cell asked for before a time are unusable.
     pub invalidations: Vec<Invalidation>,
+    /// The fields this version does not know, ignored: `"mdoe"`,
+    /// `"invalidations[2].why"`.
+    pub ignored_fields: Vec<String>,
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct ControlSpec {
     #[serde(default)]
     mode: Option<String>,
@@ -86,6 +96,9 @@ struct ControlSpec {
     note: Option<String>,
     #[serde(default)]
     invalidations: Vec<serde_json::Value>,
+    /// Every other field: ignored, and named.
+    #[serde(flatten)]
+    unknown: BTreeMap<String, IgnoredAny>,
 }
 
 impl Control {
@@ -139,8 +152,15 @@ impl Control {
                     .map_err(|e| format!("control document: invalidations[{i}]: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut ignored_fields: Vec<String> = spec.unknown.into_keys().collect();
+        for (i, entry) in spec.invalidations.iter().enumerate() {
+            ignored_fields.extend(
+                invalidate::unknown_fields(entry).map(|f| format!("invalidations[{i}].{f}")),
+            );
+        }
         Ok(Control {
             invalidations,
+            ignored_fields,
             mode,
             disabled_rules: spec.disabled_rules,
             purge_generation: spec.purge_generation,
@@ -212,9 +232,10 @@ pub struct Applied {
     pub purged: bool,
     /// Something to log as an error (KV failure, invalid document).
     pub problem: Option<String>,
-    /// Something to log as a warning (a lower generation ignored, the key
-    /// missing).
-    pub warning: Option<String>,
+    /// What to log as warnings (a lower generation ignored, the key
+    /// missing; once per document applied: unknown fields, invalidations
+    /// dated too far ahead).
+    pub warnings: Vec<String>,
 }
 
 /// A read that has not finished after this long is abandoned and may be
@@ -293,14 +314,15 @@ impl ControlState {
             ReadOutcome::Absent => {
                 let warning = if self.known {
                     format!(
-                        "the control key is missing: keeping the last known document ({}); write one (rulesctl control set reset), never delete it",
-                        self.current.summary()
+                        "the control key is missing: keeping the last known document ({}); write one (rulesctl control set --start-generation {} reset), never delete it",
+                        self.current.summary(),
+                        self.current.purge_generation
                     )
                 } else {
-                    "the control key is missing: routing with the default document, without the shared cache (a purge this isolate cannot see may have made its answers unusable); write one with rulesctl control set reset".to_string()
+                    "the control key is missing: routing with the default document, without the shared cache (a purge this isolate cannot see may have made its answers unusable); write one with rulesctl control set --start-generation N reset (N: the highest purge_generation in use, 0 for a new deployment)".to_string()
                 };
                 return Applied {
-                    warning: Some(warning),
+                    warnings: vec![warning],
                     ..Applied::default()
                 };
             }
@@ -322,19 +344,45 @@ impl ControlState {
                 }
             }
         };
-        let mut warning = None;
+        let mut warnings = Vec::new();
         if next.purge_generation < self.current.purge_generation {
-            warning = Some(format!(
+            warnings.push(format!(
                 "the control document lowers purge_generation from {} to {}: ignored (the generation never goes down; purged answers stay unusable)",
                 self.current.purge_generation, next.purge_generation
             ));
             next.purge_generation = self.current.purge_generation;
         }
+        let mut ahead = Vec::new();
+        next.invalidations
+            .retain(|inv| match inv.too_far_ahead(now) {
+                Some(ms) => {
+                    ahead.push(format!(
+                        "{} at_ms {} ({ms} ms ahead)",
+                        inv.describe(),
+                        inv.at_ms
+                    ));
+                    false
+                }
+                None => true,
+            });
+        let changed = next != self.current || !self.known;
+        if changed && !next.ignored_fields.is_empty() {
+            warnings.push(format!(
+                "the control document has fields this version does not know, ignored: {} (a later version's, or a typo; the rest is applied)",
+                next.ignored_fields.join(", ")
+            ));
+        }
+        if changed && !ahead.is_empty() {
+            warnings.push(format!(
+                "invalidations dated more than {MAX_AHEAD_MS} ms ahead of this isolate's clock, ignored (at_ms is milliseconds since the epoch; the rest of the document is applied): {}",
+                ahead.join(", ")
+            ));
+        }
         let applied = Applied {
-            changed: next != self.current || !self.known,
+            changed,
             purged: next.purge_generation != self.current.purge_generation,
             problem: None,
-            warning,
+            warnings,
         };
         self.known = true;
         self.current = next;
@@ -374,7 +422,6 @@ mod tests {
     #[test]
     fn refuses_what_would_silently_do_nothing() {
         for bad in [
-            r#"{"mdoe":"passthrough"}"#,
             r#"{"mode":"legacy"}"#,
             r#"{"purge_generation":-1}"#,
             r#"{"purge_generation":"2"}"#,
@@ -398,6 +445,70 @@ mod tests {
         assert!(Control::parse(&many)
             .unwrap_err()
             .contains("over the limit of 1000"));
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_named_once_per_document() {
+        // What a later version may write: after a rollback, passthrough
+        // and the purge still apply.
+        let text = r#"{"mode":"passthrough","purge_generation":2,"sampling":{"x":1},"invalidations":[{"at_ms":1,"cell":2,"why":"INC-9"}]}"#;
+        let c = Control::parse(text).unwrap();
+        assert_eq!(c.mode, Mode::Passthrough);
+        assert_eq!(c.invalidations.len(), 1);
+        assert_eq!(c.ignored_fields, ["sampling", "invalidations[0].why"]);
+        let mut s = ControlState::new(1_000);
+        s.begin_read(0);
+        let a = s.finish_read(ReadOutcome::Text(text.into()), 0);
+        assert!(a.changed && a.purged && a.problem.is_none(), "{a:?}");
+        assert_eq!(a.warnings.len(), 1, "{a:?}");
+        assert!(a.warnings[0].contains("ignored: sampling, invalidations[0].why"));
+        assert_eq!(s.current().mode, Mode::Passthrough);
+        // The same document read again: applied already, not said again.
+        s.begin_read(1_000);
+        let a = s.finish_read(ReadOutcome::Text(text.into()), 1_000);
+        assert!(!a.changed && a.warnings.is_empty(), "{a:?}");
+        // A typo is ignored too (rulesctl refuses it when writing).
+        let c = Control::parse(r#"{"mdoe":"passthrough"}"#).unwrap();
+        assert_eq!(
+            (c.mode, c.ignored_fields),
+            (Mode::Normal, vec!["mdoe".to_string()])
+        );
+    }
+
+    #[test]
+    fn an_invalidation_dated_ahead_is_ignored_and_the_rest_applied() {
+        let now: u64 = 1_700_000_000_000;
+        let doc = |at_ms: u64| {
+            format!(
+                r#"{{"mode":"passthrough","invalidations":[{{"at_ms":{at_ms},"cell":2}},{{"at_ms":{now},"cell":3}}]}}"#
+            )
+        };
+        let mut s = ControlState::new(1_000);
+        s.begin_read(now);
+        // at_ms in microseconds: cell 2 would be uncacheable for good.
+        let a = s.finish_read(ReadOutcome::Text(doc(now * 1000)), now);
+        assert!(a.changed && a.problem.is_none(), "{a:?}");
+        assert_eq!(s.current().mode, Mode::Passthrough, "the rest applies");
+        let kept: Vec<String> = s
+            .current()
+            .invalidations
+            .iter()
+            .map(Invalidation::describe)
+            .collect();
+        assert_eq!(kept, ["cell=3"]);
+        assert_eq!(a.warnings.len(), 1, "{a:?}");
+        assert!(
+            a.warnings[0].contains("cell=2 at_ms 1700000000000000"),
+            "{a:?}"
+        );
+        s.begin_read(now + 1_000);
+        let a = s.finish_read(ReadOutcome::Text(doc(now * 1000)), now + 1_000);
+        assert!(!a.changed && a.warnings.is_empty(), "said once: {a:?}");
+        // Within the allowed skew: applied.
+        s.begin_read(now + 2_000);
+        let a = s.finish_read(ReadOutcome::Text(doc(now + MAX_AHEAD_MS)), now + 2_000);
+        assert!(a.changed && a.warnings.is_empty(), "{a:?}");
+        assert_eq!(s.current().invalidations.len(), 2);
     }
 
     #[test]
@@ -462,10 +573,7 @@ mod tests {
         s.begin_read(3_000);
         let a = s.finish_read(ReadOutcome::Absent, 3_000);
         assert!(!a.changed && !a.purged, "{a:?}");
-        assert!(a
-            .warning
-            .unwrap()
-            .contains("keeping the last known document"));
+        assert!(a.warnings[0].contains("keeping the last known document"));
         assert_eq!(s.current(), &kept);
         assert!(s.is_known());
     }
@@ -475,24 +583,24 @@ mod tests {
         let mut s = ControlState::new(1_000);
         s.begin_read(0);
         let a = s.finish_read(ReadOutcome::Text(r#"{"purge_generation":3}"#.into()), 0);
-        assert!(a.purged && a.warning.is_none());
+        assert!(a.purged && a.warnings.is_empty());
         s.begin_read(1_000);
         let a = s.finish_read(
             ReadOutcome::Text(r#"{"purge_generation":1,"mode":"passthrough"}"#.into()),
             1_000,
         );
         assert!(a.changed && !a.purged, "{a:?}");
-        assert!(a.warning.unwrap().contains("from 3 to 1: ignored"));
+        assert!(a.warnings[0].contains("from 3 to 1: ignored"));
         assert_eq!(s.current().purge_generation, 3);
         assert_eq!(s.current().mode, Mode::Passthrough, "the rest applies");
         // `{}` (generation 0) after a purge: the generation stays too.
         s.begin_read(2_000);
         let a = s.finish_read(ReadOutcome::Text("{}".into()), 2_000);
-        assert!(a.changed && !a.purged && a.warning.is_some());
+        assert!(a.changed && !a.purged && !a.warnings.is_empty());
         assert_eq!(s.current().purge_generation, 3);
         s.begin_read(3_000);
         let a = s.finish_read(ReadOutcome::Text(r#"{"purge_generation":4}"#.into()), 3_000);
-        assert!(a.purged && a.warning.is_none());
+        assert!(a.purged && a.warnings.is_empty());
     }
 
     #[test]
@@ -503,7 +611,7 @@ mod tests {
         assert!(!s.must_wait(5), "it routes");
         assert!(!s.is_known(), "but without the shared cache");
         assert!(!a.changed && a.problem.is_none());
-        assert!(a.warning.unwrap().contains("without the shared cache"));
+        assert!(a.warnings[0].contains("without the shared cache"));
         assert_eq!(s.current(), &Control::default());
         s.begin_read(1_000);
         let a = s.finish_read(ReadOutcome::Text("{}".into()), 1_000);

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use router_core::control::{Control, CONTROL_KEY};
-use router_core::resolve::invalidate::{parse_claim, Invalidation, Subject};
+use router_core::resolve::invalidate::{parse_claim, Invalidation, Subject, MAX_AHEAD_MS};
 use serde_json::{Map, Value};
 
 use crate::cli::{Failure, Outcome};
@@ -18,6 +18,9 @@ bound as ROUTER_CONTROL, at most every GITLAB_CONTROL_REFRESH_SECONDS (30)
 per isolate: a change takes effect everywhere within that time, no deploy.
 Rule ids are checked against the rulesets in rules/. The purge generation
 never goes down: put and set refuse a lower one than the stored document's.
+Fields the router does not know are refused by put and check (a typo); the
+router itself ignores them with a warn line. An invalidation dated more
+than 5 minutes ahead of this machine's clock is refused.
 
 exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
 
@@ -33,6 +36,8 @@ pub enum Command {
         /// What to change, applied in order (see below)
         #[arg(value_name = "CHANGE", required = true, value_parser = parse_change)]
         changes: Vec<Change>,
+        #[command(flatten)]
+        start: Start,
         #[command(flatten)]
         options: Options,
     },
@@ -65,6 +70,8 @@ pub enum Command {
         /// for before them can be used
         #[arg(long, value_name = "SECS", default_value_t = DEFAULT_KEEP_SECS)]
         keep_secs: u64,
+        #[command(flatten)]
+        start: Start,
         #[command(flatten)]
         options: Options,
     },
@@ -108,6 +115,22 @@ exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
 /// The default of `invalidate --keep-secs`: the router's default longest
 /// TTL (3,600 s) plus its default stale window (600 s).
 pub const DEFAULT_KEEP_SECS: u64 = 4_200;
+
+/// What set and invalidate start from when there is no stored document to
+/// change.
+#[derive(clap::Args)]
+pub struct Start {
+    /// With no readable stored document (missing, or not a JSON object):
+    /// start from an empty one with this purge_generation (--help: which)
+    ///
+    /// Without it set and invalidate refuse to write then: running isolates
+    /// ignore a generation lower than theirs, so later purges would do
+    /// nothing. Take the highest purge_generation the router's "control
+    /// document applied" log lines show (higher is safe: it is a purge), 0
+    /// for a new deployment. Ignored when the stored document can be read.
+    #[arg(long, value_name = "N")]
+    start_generation: Option<u64>,
+}
 
 /// What every verb takes (check uses only --rules-dir).
 #[derive(clap::Args)]
@@ -369,8 +392,13 @@ pub fn run(command: Command) -> Outcome<i32> {
         Command::Check { options, .. } => ("check", options),
     };
     let rules_dir = options.rules_dir.dir();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     if let Command::Check { file, .. } = &command {
         let control = validate(&read_file(file)?, &rules_dir)?;
+        check_written(&control, now_ms)?;
+        refuse_unknown_fields(&control)?;
         out::line(&format!("{file}: valid: {}", control.summary()));
         return Ok(0);
     }
@@ -387,9 +415,6 @@ pub fn run(command: Command) -> Outcome<i32> {
         persist_to: kv.persist_to.clone(),
         config: kv.config.clone(),
     };
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
     // What invalidate adds, checked before wrangler is asked anything.
     let added = match &command {
         Command::Invalidate {
@@ -404,6 +429,7 @@ pub fn run(command: Command) -> Outcome<i32> {
     let text = match &command {
         Command::Put { file, .. } => {
             let text = read_file(file)?;
+            refuse_unknown_fields(&Control::parse(&text).map_err(Failure::data)?)?;
             match serde_json::from_str::<Value>(&text) {
                 Ok(Value::Object(mut doc)) => {
                     let kept = carry_invalidations(current.as_deref(), &mut doc, now_ms);
@@ -418,11 +444,10 @@ pub fn run(command: Command) -> Outcome<i32> {
                 _ => text,
             }
         }
-        Command::Invalidate { keep_secs, .. } => {
-            let mut doc = match current.as_deref().map(serde_json::from_str::<Value>) {
-                Some(Ok(Value::Object(map))) => map,
-                _ => Map::new(),
-            };
+        Command::Invalidate {
+            keep_secs, start, ..
+        } => {
+            let mut doc = starting_document(current.as_deref(), start)?;
             let pruned = add_invalidations(&mut doc, &added, now_ms, *keep_secs);
             out::line(&format!(
                 "adding {} invalidation(s) at {now_ms} ms ({}); dropping {pruned} older than {keep_secs} s",
@@ -431,13 +456,8 @@ pub fn run(command: Command) -> Outcome<i32> {
             ));
             Value::Object(doc).to_string()
         }
-        Command::Set { changes, .. } => {
-            let mut doc = match current.as_deref().map(serde_json::from_str::<Value>) {
-                Some(Ok(Value::Object(map))) => map,
-                // None, or an invalid stored document: replaced from
-                // scratch (the router ignores an invalid one anyway).
-                _ => Map::new(),
-            };
+        Command::Set { changes, start, .. } => {
+            let mut doc = starting_document(current.as_deref(), start)?;
             apply(&mut doc, changes);
             Value::Object(doc).to_string()
         }
@@ -445,6 +465,15 @@ pub fn run(command: Command) -> Outcome<i32> {
         _ => unreachable!("show and check return earlier"),
     };
     let control = validate(&text, &rules_dir)?;
+    check_written(&control, now_ms)?;
+    if !control.ignored_fields.is_empty() {
+        // Only set and invalidate get here with them: kept from the stored
+        // document (a later version's), which they change in place.
+        out::line(&format!(
+            "keeping fields of the stored document this version does not know: {}",
+            control.ignored_fields.join(", ")
+        ));
+    }
     check_generation(current.as_deref(), &control)?;
     let put = wrangler.put_args(text.trim());
     out::line(&pretty(&text));
@@ -465,6 +494,61 @@ pub fn run(command: Command) -> Outcome<i32> {
         control.summary()
     ));
     Ok(0)
+}
+
+/// The stored document `current` as an object to change; when it is
+/// missing or unreadable, an empty one with `--start-generation`, which
+/// must then be given.
+fn starting_document(current: Option<&str>, start: &Start) -> Outcome<Map<String, Value>> {
+    let why = match current.map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Object(map))) => {
+            if start.start_generation.is_some() {
+                out::line("--start-generation ignored: the stored document is read and changed");
+            }
+            return Ok(map);
+        }
+        None => "there is no stored document",
+        Some(_) => "the stored document is not a JSON object",
+    };
+    let Some(generation) = start.start_generation else {
+        return Err(Failure::data(format!(
+            "{why}: refused to write one from scratch, since running isolates ignore a purge_generation lower than theirs (later purges would do nothing). Say the generation to start from with --start-generation N: the highest purge_generation of the router's \"control document applied\" log lines (higher is safe: it is a purge), 0 for a new deployment"
+        )));
+    };
+    out::line(&format!(
+        "{why}: starting from an empty document with purge_generation {generation}"
+    ));
+    let mut doc = Map::new();
+    doc.insert("purge_generation".into(), generation.into());
+    Ok(doc)
+}
+
+/// Refuses what no isolate should be given: an invalidation dated more
+/// than [`MAX_AHEAD_MS`] ahead of `now_ms` (the router ignores it; in
+/// force, it would make its answers uncacheable until then).
+fn check_written(control: &Control, now_ms: u64) -> Outcome<()> {
+    for inv in &control.invalidations {
+        if let Some(ahead) = inv.too_far_ahead(now_ms) {
+            return Err(Failure::data(format!(
+                "invalidation {} has at_ms {}, {ahead} ms ahead of this machine's clock (more than {MAX_AHEAD_MS} ms): refused. at_ms is milliseconds since the Unix epoch; leave it out (put a document without it: put keeps none dated ahead)",
+                inv.describe(),
+                inv.at_ms
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a document written by hand with fields the router does not
+/// know (a typo such as "mdoe" would silently change nothing).
+fn refuse_unknown_fields(control: &Control) -> Outcome<()> {
+    if control.ignored_fields.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::data(format!(
+        "control document: unknown field(s) {} (known: mode, disabled_rules, purge_generation, request_log, note, invalidations; an invalidation: at_ms and one of claim, tag, cell)",
+        control.ignored_fields.join(", ")
+    )))
 }
 
 /// The invalidations `--claim`, `--tag` and `--cell` name, made at `now_ms`.
@@ -537,8 +621,8 @@ fn add_invalidations(
 }
 
 /// Carries the stored document's invalidations that `doc` leaves out (and
-/// that are younger than [`DEFAULT_KEEP_SECS`]) into `doc`; returns how
-/// many. Dropping one would make the answers it invalidated usable again
+/// that are younger than [`DEFAULT_KEEP_SECS`], and not dated too far
+/// ahead) into `doc`; returns how many. Dropping one would make the answers it invalidated usable again
 /// in isolates that start later.
 fn carry_invalidations(current: Option<&str>, doc: &mut Map<String, Value>, now_ms: u64) -> usize {
     let Some(Ok(Value::Object(stored))) = current.map(serde_json::from_str::<Value>) else {
@@ -566,6 +650,7 @@ fn carry_invalidations(current: Option<&str>, doc: &mut Map<String, Value>, now_
     for inv in stored {
         let young = inv.at_ms.saturating_add(DEFAULT_KEEP_SECS * 1000) > now_ms;
         if young
+            && inv.too_far_ahead(now_ms).is_none()
             && !present
                 .iter()
                 .any(|p| p.subject == inv.subject && p.at_ms >= inv.at_ms)
@@ -728,6 +813,45 @@ mod tests {
         let mut put: Map<String, Value> = serde_json::from_str(r#"{"mode":"normal"}"#).unwrap();
         assert_eq!(carry_invalidations(Some(&text), &mut put, now), 3);
         assert_eq!(put["invalidations"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn no_readable_document_is_started_from_only_with_a_stated_generation() {
+        let from = |current: Option<&str>, start_generation| {
+            starting_document(current, &Start { start_generation })
+                .map(|doc| Value::Object(doc).to_string())
+        };
+        for current in [None, Some("[1]"), Some("not json"), Some("")] {
+            let refused = format!("{:?}", from(current, None).unwrap_err());
+            assert!(refused.contains("--start-generation N"), "{refused}");
+            assert_eq!(
+                from(current, Some(12)).unwrap(),
+                r#"{"purge_generation":12}"#
+            );
+        }
+        assert_eq!(
+            from(Some(r#"{"purge_generation":3}"#), Some(0)).unwrap(),
+            r#"{"purge_generation":3}"#,
+            "a readable document is changed in place"
+        );
+    }
+
+    #[test]
+    fn put_does_not_carry_an_invalidation_dated_ahead() {
+        let now = 10_000_000;
+        let stored = format!(
+            r#"{{"invalidations":[{{"at_ms":{},"cell":2}},{{"at_ms":{now},"cell":3}}]}}"#,
+            now * 1000
+        );
+        let mut put: Map<String, Value> = serde_json::from_str("{}").unwrap();
+        assert_eq!(carry_invalidations(Some(&stored), &mut put, now), 1);
+        assert_eq!(put["invalidations"][0]["cell"], 3);
+        let ahead = Control::parse(&stored).unwrap();
+        let refused = format!("{:?}", check_written(&ahead, now).unwrap_err());
+        assert!(
+            refused.contains("cell=2 has at_ms 10000000000"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -124,6 +124,8 @@ mod tests {
             "control check -",
             "control show --env dev --local --persist-to d --config w",
             "control set --dry-run mode=passthrough note=INC-2 --env dev",
+            "control set --env dev --local --start-generation 0 reset",
+            "control invalidate --env production --cell 2 --start-generation 12",
             "signature keygen",
             "signature public-key --key-file key",
             "signature verify --public-key K --audience 127.0.0.1:1 --method POST \

@@ -1166,3 +1166,149 @@ fn routes_check_reads_the_older_format_and_refuses_anything_else() {
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("entry 10 (template \"/*namespace_id/:id/export\"): example \"/somewhere/else\" is not the template's"), "{}", run.stderr);
 }
+
+#[test]
+fn control_check_refuses_unknown_fields_and_invalidations_dated_ahead() {
+    let t = Temp::new();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+    let repo_rules = repo().join("rules");
+    let rules = repo_rules.to_str().expect("utf-8 path");
+    let check = |doc: &str| {
+        let file = t.write("control.json", doc);
+        t.run(&["control", "check", &file, "--rules-dir", rules])
+    };
+    check(r#"{"mdoe":"passthrough"}"#).assert_fails(1, "unknown field(s) mdoe");
+    check(r#"{"invalidations":[{"at_ms":1,"cell":2,"why":"x"}]}"#)
+        .assert_fails(1, "unknown field(s) invalidations[0].why");
+    // at_ms in microseconds, and 10 minutes ahead.
+    for at_ms in [now_ms * 1000, now_ms + 600_000] {
+        check(&format!(
+            r#"{{"invalidations":[{{"at_ms":{at_ms},"cell":2}}]}}"#
+        ))
+        .assert_fails(1, &format!("invalidation cell=2 has at_ms {at_ms}"));
+    }
+    let ok = check(&format!(
+        r#"{{"invalidations":[{{"at_ms":{},"cell":2}}]}}"#,
+        now_ms + 60_000
+    ));
+    assert_eq!(ok.code, 0, "a minute of skew: {}", ok.stderr);
+}
+
+/// The pinned wrangler (scripts/setup.sh installs it), run by `rulesctl
+/// control` against a local KV store of its own.
+struct LocalKv {
+    dir: Temp,
+    wrangler: PathBuf,
+}
+
+impl LocalKv {
+    fn new() -> LocalKv {
+        let wrangler = repo().join("node_modules/.bin/wrangler");
+        assert!(
+            wrangler.exists(),
+            "{} is missing: run scripts/setup.sh",
+            wrangler.display()
+        );
+        LocalKv {
+            dir: Temp::new(),
+            wrangler,
+        }
+    }
+
+    fn kv_args(&self) -> Vec<String> {
+        let config = repo().join("wrangler.toml");
+        [
+            "--env",
+            "dev",
+            "--local",
+            "--persist-to",
+            self.dir.0.to_str().expect("utf-8 path"),
+            "--config",
+            config.to_str().expect("utf-8 path"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    fn control(&self, args: &[&str]) -> Run {
+        let mut all: Vec<String> = ["control"].iter().map(|s| s.to_string()).collect();
+        all.extend(args.iter().map(|s| s.to_string()));
+        all.extend(self.kv_args());
+        all.extend(["--wrangler".into(), self.wrangler.display().to_string()]);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        rulesctl(&all)
+    }
+
+    /// Writes `text` as the stored document, past rulesctl.
+    fn put_raw(&self, text: &str) {
+        let status = Command::new(&self.wrangler)
+            .args([
+                "kv",
+                "key",
+                "put",
+                "control",
+                text,
+                "--binding",
+                "ROUTER_CONTROL",
+            ])
+            .args(self.kv_args())
+            .env("WRANGLER_SEND_METRICS", "false")
+            .current_dir(repo())
+            .status()
+            .expect("run wrangler");
+        assert!(status.success());
+    }
+
+    /// What `show` prints (it exits 1 for an invalid document).
+    fn stored(&self) -> String {
+        self.control(&["show"]).stdout
+    }
+}
+
+#[test]
+fn control_set_and_invalidate_write_over_no_document_only_from_a_stated_generation() {
+    let kv = LocalKv::new();
+    // No document: refused, nothing written.
+    kv.control(&["set", "purge"])
+        .assert_fails(1, "there is no stored document: refused");
+    kv.control(&["invalidate", "--cell", "2"])
+        .assert_fails(1, "--start-generation N");
+    assert!(kv.stored().contains("no control document"));
+    // An unreadable one: the same.
+    kv.put_raw("[1]");
+    kv.control(&["set", "mode=passthrough"])
+        .assert_fails(1, "the stored document is not a JSON object: refused");
+    let stored: Value = serde_json::from_str(&kv.stored()).expect("JSON");
+    assert_eq!(stored, json!([1]), "nothing written");
+    // Told where to start: written from there.
+    let run = kv.control(&["set", "--start-generation", "7", "purge"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout_has("starting from an empty document with purge_generation 7");
+    let stored: Value = serde_json::from_str(&kv.stored()).expect("JSON");
+    assert_eq!(stored, json!({"purge_generation": 8}));
+    // A readable document is changed in place; the flag is ignored.
+    let run = kv.control(&["invalidate", "--cell", "2", "--start-generation", "0"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout_has("--start-generation ignored");
+    let stored: Value = serde_json::from_str(&kv.stored()).expect("JSON");
+    assert_eq!(stored["purge_generation"], 8);
+    assert_eq!(stored["invalidations"][0]["cell"], 2);
+    // An invalidation dated ahead (at_ms in microseconds) is refused by
+    // put: nothing written.
+    let at_ms = stored["invalidations"][0]["at_ms"].as_u64().expect("at_ms");
+    let file = kv.dir.write(
+        "ahead.json",
+        &format!(
+            r#"{{"purge_generation":8,"invalidations":[{{"at_ms":{},"cell":3}}]}}"#,
+            at_ms * 1000
+        ),
+    );
+    let run = kv.control(&["put", &file]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    run.stderr_has("ahead of this machine's clock");
+    assert!(!kv.stored().contains(r#""cell": 3"#));
+}

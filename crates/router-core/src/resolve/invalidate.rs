@@ -11,7 +11,8 @@
 //! maps) and drops the matching memory entries then. A memory hit costs
 //! nothing more; a Cache API hit, or an answer about to be cached, costs a
 //! few hash lookups ([`Index::invalidated_at`]: one per ancestor of a route
-//! value, one per tag, one for the cell's address).
+//! value, each a slice of one lowercased copy of it, so linear in its
+//! length; one per tag, one for the cell's address).
 //!
 //! An invalidation can matter only while an answer asked before it can
 //! still be used: at most the longest TTL plus the stale window
@@ -32,6 +33,18 @@ pub const MAX_INVALIDATIONS: usize = 1_000;
 
 /// The longest claim value or tag an invalidation may name.
 pub const MAX_VALUE_BYTES: usize = 512;
+
+/// How far ahead of the reader's clock an invalidation's `at_ms` may be
+/// (clock skew between the machine that wrote it and the isolate). One
+/// further ahead is refused, by the router (ignored, with a warn line) and
+/// by `rulesctl control`: it would make its answers uncacheable until then
+/// and stay in force for the horizon after, for good with an `at_ms` in
+/// microseconds. (One in seconds reads as 1970: past the horizon, it
+/// matches nothing.)
+pub const MAX_AHEAD_MS: u64 = 5 * 60 * 1000;
+
+/// The fields of one entry; others are ignored ([`unknown_fields`]).
+const FIELDS: [&str; 4] = ["at_ms", "claim", "tag", "cell"];
 
 /// What an invalidation matches.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -60,17 +73,12 @@ pub struct Invalidation {
 
 impl Invalidation {
     /// Parses one entry: `{"at_ms": N, "claim": "route=acme"}`, `{"at_ms":
-    /// N, "tag": "cell-2"}` or `{"at_ms": N, "cell": 2}`.
+    /// N, "tag": "cell-2"}` or `{"at_ms": N, "cell": 2}`. Other fields (a
+    /// later version's) are ignored: [`unknown_fields`] names them.
     pub fn from_value(value: &Value) -> Result<Invalidation, String> {
         let Value::Object(fields) = value else {
             return Err("not an object".into());
         };
-        if let Some(unknown) = fields
-            .keys()
-            .find(|k| !["at_ms", "claim", "tag", "cell"].contains(&k.as_str()))
-        {
-            return Err(format!("unknown field {unknown:?}"));
-        }
         let at_ms = fields
             .get("at_ms")
             .and_then(Value::as_u64)
@@ -100,6 +108,13 @@ impl Invalidation {
         Ok(Invalidation { at_ms, subject })
     }
 
+    /// How far `at_ms` is ahead of `now_ms`, when that is more than
+    /// [`MAX_AHEAD_MS`]: the entry is refused.
+    pub fn too_far_ahead(&self, now_ms: u64) -> Option<u64> {
+        let ahead = self.at_ms.saturating_sub(now_ms);
+        (ahead > MAX_AHEAD_MS).then_some(ahead)
+    }
+
     /// The entry as the document spells it.
     pub fn to_value(&self) -> Value {
         let mut map = Map::new();
@@ -123,6 +138,17 @@ impl Invalidation {
             Subject::Cell(id) => format!("cell={id}"),
         }
     }
+}
+
+/// The fields of an entry (a JSON object) that [`Invalidation::from_value`]
+/// ignores.
+pub fn unknown_fields(value: &Value) -> impl Iterator<Item = &str> {
+    value
+        .as_object()
+        .into_iter()
+        .flat_map(|fields| fields.keys())
+        .map(String::as_str)
+        .filter(|k| !FIELDS.contains(k))
 }
 
 /// `key=value` with a claim key of [`CLAIM_TYPES`] (camelCase, as the
@@ -173,7 +199,9 @@ fn nests(index: usize) -> bool {
 /// The invalidations in force, indexed for lookups.
 #[derive(Debug, Default)]
 pub struct Index {
-    claims: HashMap<(usize, String), u64>,
+    /// Per claim kind ([`CLAIM_TYPES`] index): normalized value to time,
+    /// looked up by borrowed `&str` (a route's ancestors are slices of it).
+    claims: HashMap<usize, HashMap<String, u64>>,
     tags: HashMap<String, u64>,
     addresses: HashMap<String, u64>,
     /// What was indexed (within the horizon), kept so that a later
@@ -206,7 +234,7 @@ impl Index {
             match &subject {
                 Subject::Claim(i, v) => {
                     let v = normalize(*i, v);
-                    raise(&mut index.claims, (*i, v), at);
+                    raise(index.claims.entry(*i).or_default(), v, at);
                 }
                 Subject::Tag(t) => raise(&mut index.tags, t.clone(), at),
                 Subject::Cell(id) => {
@@ -255,20 +283,19 @@ impl Index {
                 latest = Some(latest.map_or(*at, |l| l.max(*at)));
             }
         };
-        if let (Some((i, value)), false) = (claim, self.claims.is_empty()) {
+        if let Some((values, (i, value))) =
+            claim.and_then(|(i, value)| Some((self.claims.get(&i)?, (i, value))))
+        {
+            // One lowercased copy of the value; its ancestors are looked up
+            // as slices of it (linear in its length, not quadratic).
             let value = normalize(i, value);
             if nests(i) {
-                let mut end = value.len();
-                loop {
-                    let prefix = value.get(..end).unwrap_or_default();
-                    seen(self.claims.get(&(i, prefix.to_string())));
-                    match prefix.rfind('/') {
-                        Some(cut) => end = cut,
-                        None => break,
-                    }
+                let ends = value.match_indices('/').map(|(cut, _)| cut);
+                for prefix in ends.chain([value.len()]).filter_map(|end| value.get(..end)) {
+                    seen(values.get(prefix));
                 }
             } else {
-                seen(self.claims.get(&(i, value)));
+                seen(values.get(value.as_str()));
             }
         }
         if !self.tags.is_empty() {
@@ -341,11 +368,37 @@ mod tests {
             json!({"at_ms": 5, "claim": "route="}),
             json!({"at_ms": 5, "tag": ""}),
             json!({"at_ms": 5, "cell": "two"}),
-            json!({"at_ms": 5, "claim": "route=acme", "why": "x"}),
             json!("route=acme"),
         ] {
             assert!(Invalidation::from_value(&bad).is_err(), "{bad} accepted");
         }
+        // A later version's field is ignored, and named.
+        let later = json!({"at_ms": 5, "claim": "route=acme", "why": "x"});
+        assert_eq!(
+            Invalidation::from_value(&later).unwrap().describe(),
+            "route=acme"
+        );
+        assert_eq!(unknown_fields(&later).collect::<Vec<_>>(), ["why"]);
+    }
+
+    #[test]
+    fn an_entry_more_than_five_minutes_ahead_is_too_far() {
+        let now = 1_700_000_000_000;
+        let at = |at_ms| Invalidation {
+            at_ms,
+            subject: Subject::Cell(2),
+        };
+        assert_eq!(at(now + MAX_AHEAD_MS).too_far_ahead(now), None, "skew");
+        assert_eq!(at(now - 1).too_far_ahead(now), None);
+        assert_eq!(
+            at(now + MAX_AHEAD_MS + 1).too_far_ahead(now),
+            Some(MAX_AHEAD_MS + 1)
+        );
+        assert!(at(now * 1000).too_far_ahead(now).is_some(), "microseconds");
+        // Seconds read as 1970: past the horizon, in force for nothing.
+        let index =
+            Index::default().rebuild(&[at(now / 1000)], &CellList::default(), now, 4_200_000);
+        assert!(index.is_empty());
     }
 
     #[test]
