@@ -19,7 +19,7 @@ use router_core::resolve::{
 use router_core::route::{self, Routed};
 use router_core::trace::Trace;
 use router_core::wire::{Plan, FIELD, HEADER_ABSENT, ITEM, SEPARATOR};
-use router_core::{RequestParts, Ruleset};
+use router_core::Ruleset;
 
 /// Every shipped ruleset (`rules/*.json`), as `build.rs` compiles them into the worker.
 pub const SHIPPED: &[(&str, &str)] = &[
