@@ -535,7 +535,9 @@ function registryCases() {
     ["double dash (unknown route)", "/v2/acme--x/img/manifests/y", "cell:r1"],
     ["double underscore (unknown route)", "/v2/acme__x/img/manifests/y", "cell:r1"],
     ["4 KiB of nested groups (unknown)", `/v2/${"a/".repeat(2048)}img/manifests/x`, "cell:r1"],
-    ["60 KiB project under acme", `/v2/acme/${"a".repeat(60 * KIB)}/manifests/x`, "cell:r2"],
+    // Over distribution's 255 characters: not classified (the rules' maxLength), the legacy registry's.
+    ["60 KiB project under acme", `/v2/acme/${"a".repeat(60 * KIB)}/manifests/x`, "cell:r1"],
+    ["255-character name under acme", `/v2/acme/${"a".repeat(250)}/manifests/x`, "cell:r2"],
     ["query naming cell 3", "/v2/acme/img/manifests/x?x=/v2/cell3-group/y/manifests/z", "cell:r2"],
     ["/v2/ with a cell-3 query", "/v2/?/v2/cell3-group/x/manifests/y", "cell:r1"],
   ];
