@@ -481,5 +481,8 @@ pub(crate) fn log_error(scope: &str, message: &str) {
 mod tests;
 
 /// The edge's wasm-only parts, as wasm (`wasm-bindgen-test` under Node).
+/// Test code only: the allocator's tests call `GlobalAlloc` and read wasm
+/// memory through raw pointers.
 #[cfg(all(test, target_family = "wasm"))]
+#[allow(unsafe_code)]
 mod wasm_tests;
