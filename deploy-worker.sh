@@ -65,9 +65,9 @@ die() {
   exit 2
 }
 
-command -v node >/dev/null || die "node (20 or newer) is needed: it runs scripts/deploy/main.mjs and wrangler"
-node_major="$(node -p 'process.versions.node.split(".")[0]')"
-[ "$node_major" -ge 20 ] || die "node $(node --version) is too old: 20 or newer is needed"
+# The project's own Node (toolchain/node), installed on first use: it runs
+# scripts/deploy/main.mjs and wrangler.
+source "$ROOT/scripts/node-env.sh"
 [ -f "$ROOT/node_modules/smol-toml/package.json" ] ||
   die "the npm packages are not installed in $ROOT/node_modules: run  bash scripts/setup.sh --npm-only  (npm ci)"
 

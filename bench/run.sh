@@ -18,6 +18,7 @@
 # valgrind) and BENCH_PEERS_DIR; the driver reads the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/node-env.sh
 
 say() { printf '==> %s\n' "$*" >&2; }
 # For the recorded duration (docs/benchmark.md's results table).

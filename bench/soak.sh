@@ -21,6 +21,7 @@
 # (debug, as the e2e tests use it) when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/node-env.sh
 
 null_only=false
 prev=""

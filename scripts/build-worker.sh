@@ -9,6 +9,7 @@
 # `panic-probe`, `memory-probe` and `test-rulesets` features into target/worker-probe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/node-env.sh
 out="${WORKER_OUT_DIR:-build}"
 features="${WORKER_FEATURES:-}"
 

@@ -5,6 +5,7 @@
 # `wrangler dev --env dev` on 127.0.0.1:8787. Ctrl-C stops all of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/node-env.sh
 
 bash scripts/setup.sh
 bash scripts/build-worker.sh

@@ -10,6 +10,7 @@
 # --check-lock and --dry-run need).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/node-env.sh
 
 WORKER_BUILD_VERSION=0.8.7
 # The fuzz targets' runner (crates/router-core/fuzz; scripts/test.sh runs them briefly).
