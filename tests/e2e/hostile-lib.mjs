@@ -12,6 +12,10 @@ export { stopChild };
 
 export const MARK = "SPOOFED-MARK";
 export const KIB = 1024;
+/** A request head smaller than this reaches the worker; workerd
+ * (1.20261117) answers 431 itself from about 449 KiB (one header value of
+ * 459,696 bytes routes, 459,711 is refused). */
+export const HEAD_LIMIT = 448 * KIB;
 export const session = (cell, name = "_gitlab_session", hex = HEX32) => `${name}=cell-${cell}-${hex}`;
 
 // ---------------------------------------------------------------------------

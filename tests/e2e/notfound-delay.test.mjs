@@ -13,7 +13,7 @@ import { workerdChildren, rss } from "./procs.mjs";
 
 const MIN = 100;
 const MAX = 500;
-// Router 1 holds its 404s longer, so 200 of them surely wait at once.
+// Router 1 holds its 404s longer, so a hundred of them surely wait at once.
 const LONG = "2000-3000";
 const MiB = 1024 * 1024;
 let stack;
@@ -182,11 +182,15 @@ test("200s, unclassified 404s and other statuses are not delayed", async (t) => 
 });
 
 
-test("200 delayed 404s waiting at once hold no bodies: workerd's memory stays flat", async (t) => {
+// While the router holds a 404, workerd (1.20261117) reads ahead up to
+// about 1 MiB of its body (the 1.20260426 runtime about 0.15 MiB): memory
+// per held 404 is the runtime's read-ahead, not the body. With 4 MiB bodies
+// a router that buffered them would grow by N × 4 MiB.
+test("100 delayed 404s waiting at once hold no bodies: workerd's memory grows by its read-ahead, not by the bodies", async (t) => {
   const [workerd] = [...workerdChildren()];
   assert.ok(workerd, "workerd's pid");
-  const N = 200;
-  const BODY = MiB; // each 404 carries 1 MiB: 200 MiB if they were buffered
+  const N = 100;
+  const BODY = 4 * MiB; // 400 MiB if they were buffered
   await sleep(300);
   const before = rss(workerd);
   let during = before;
@@ -217,6 +221,8 @@ test("200 delayed 404s waiting at once hold no bodies: workerd's memory stays fl
   t.diagnostic(
     `${N} delayed 404s of ${BODY} bytes: all sent ${Math.round(firstAnswer - lastSend)} ms before the first answer; workerd RSS before ${(before / MiB).toFixed(1)} MiB, max during ${(during / MiB).toFixed(1)} MiB`,
   );
-  assert.ok(firstAnswer > lastSend, "all 200 were waiting at once");
-  assert.ok(during - before < 64 * MiB, `RSS grew by ${((during - before) / MiB).toFixed(1)} MiB`);
+  assert.ok(firstAnswer > lastSend, `all ${N} were waiting at once`);
+  const perHeld = (during - before) / N;
+  t.diagnostic(`${(perHeld / MiB).toFixed(2)} MiB per held 404`);
+  assert.ok(perHeld < 1.5 * MiB, `RSS grew by ${((during - before) / MiB).toFixed(1)} MiB, ${(perHeld / MiB).toFixed(2)} MiB per held 404 of ${BODY / MiB} MiB`);
 });

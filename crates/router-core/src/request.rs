@@ -60,13 +60,13 @@ impl<'a> UrlParts<'a> {
             Some(i) => rest.split_at_checked(i)?,
             None => (rest, "/"),
         };
-        if authority.is_empty() || authority.contains('@') {
-            return None;
-        }
         let host = match authority.rsplit_once(':') {
-            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) && port.len() <= 5 => h,
             _ => authority,
         };
+        if !is_host(host) {
+            return None;
+        }
         let path_and_query = path_and_query.split('#').next().unwrap_or("");
         let (path, query) = path_and_query
             .split_once('?')
@@ -78,6 +78,21 @@ impl<'a> UrlParts<'a> {
             path: if path.is_empty() { "/" } else { path },
             query,
         })
+    }
+}
+
+/// Whether `host` is a DNS name or an IP literal, as a URL parser leaves
+/// one: letters, digits, `-`, `.` and `_`, or `[` IPv6 `]`. The authority
+/// becomes `X-Forwarded-Host`, which cells build links and redirects from;
+/// workerd (from 1.20261117) no longer refuses a `Host` header with a
+/// space, a comma (two `Host` headers joined), a `/` or an `@`, so the
+/// router does.
+fn is_host(host: &str) -> bool {
+    let name = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_');
+    let literal = |b: u8| b.is_ascii_hexdigit() || matches!(b, b':' | b'.');
+    match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ip) => !ip.is_empty() && ip.bytes().all(literal),
+        None => !host.is_empty() && host.bytes().all(name),
     }
 }
 
@@ -237,6 +252,34 @@ mod tests {
         );
         let u = UrlParts::parse("https://h?x").unwrap();
         assert_eq!((u.path, u.query), ("/", "x"));
+    }
+
+    #[test]
+    fn an_authority_that_is_no_host_is_refused() {
+        for url in [
+            "http://gitlab.example.com/a",
+            "http://gitlab.example.com:8787/a",
+            "http://127.0.0.1:8787/a",
+            "http://[::1]:8787/a",
+            "http://my_cell.internal/a",
+        ] {
+            assert!(UrlParts::parse(url).is_some(), "{url}");
+        }
+        for url in [
+            "http://a b/a",
+            "http://127.0.0.1:8787, evil.example/a",
+            "http://user@evil.example/a",
+            "http://evil.example\\x/a",
+            "http://:8787/a",
+            "http:///a",
+            "http://[]/a",
+            "http://[::1/a",
+            "http://evil.example:123456/a",
+            "http://ev\u{ef}l.example/a",
+            "http://evil\".example/a",
+        ] {
+            assert!(UrlParts::parse(url).is_none(), "{url}");
+        }
     }
 
     #[test]
