@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { workerdChildren, rss } from "../tests/e2e/procs.mjs";
 import { inspectWorker } from "./soak-inspect.mjs";
 import { ROOT, startReady, startRouter, stopChild, freePort, startDevstackUp } from "../tests/e2e/harness.mjs";
+import { runtime } from "../scripts/runtime-config.mjs";
 
 
 /** Cell that owns soak namespace / project i (cells 1-4, cell 1 the legacy cell). */
@@ -138,7 +139,7 @@ function nullWorker(vars) {
     name: "router",
     modules: true,
     scriptPath: join(ROOT, "bench", "soak-null-worker.mjs"),
-    compatibilityDate: "2026-04-26",
+    ...runtime(),
     bindings: vars,
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
   };

@@ -13,6 +13,7 @@
 // (BENCH_OUTBOUND_HOP=1) puts it back, to compare with figures taken
 // before it was left out.
 import { createInterface } from "node:readline";
+import { runtime } from "../scripts/runtime-config.mjs";
 
 /**
  * The options for `new Miniflare({ ...workerdOptions(o), ...worker })`;
@@ -22,7 +23,7 @@ export function workerdOptions({ outboundHop = false, onLine = () => {} } = {}) 
   return {
     modules: true,
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
-    compatibilityDate: "2026-04-26",
+    ...runtime(),
     host: "127.0.0.1",
     port: 0,
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],

@@ -12,6 +12,7 @@
 import http from "node:http";
 import { Miniflare } from "miniflare";
 import { workerdChildren, rss } from "../tests/e2e/procs.mjs";
+import { runtime } from "../scripts/runtime-config.mjs";
 
 const n = Number(process.argv[2] ?? 10_000);
 const modes = process.argv.length > 3 ? process.argv.slice(3) : ["none", "sub", "match", "put"];
@@ -47,7 +48,7 @@ async function measure(mode, upstream) {
   const mf = new Miniflare({
     modules: true,
     script,
-    compatibilityDate: "2026-04-26",
+    ...runtime(),
     bindings: { UPSTREAM: upstream },
     host: "127.0.0.1",
     port: 0,

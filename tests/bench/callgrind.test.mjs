@@ -13,6 +13,7 @@ import workerdModule from "workerd";
 import { patchV8Flags } from "../../bench/callgrind.mjs";
 import { compare, retryOnReset } from "../../bench/instructions.mjs";
 import { stopChild } from "../e2e/harness.mjs";
+import { runtime } from "../../scripts/runtime-config.mjs";
 
 const WORKERD = workerdModule.default ?? workerdModule;
 
@@ -23,7 +24,7 @@ const config = () =>
         name: "main",
         worker: {
           modules: [{ name: "w.mjs", esModule: "export default { fetch() { return new Response('ok'); } };" }],
-          compatibilityDate: "2026-04-26",
+          ...runtime(),
         },
       },
     ],

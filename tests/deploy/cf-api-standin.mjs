@@ -16,6 +16,9 @@
 //   api.unknown            -> the requests nothing here implements
 //   await api.close()
 // STANDIN_DEBUG=1 logs every call to stderr.
+// The `compatibility_date` in its answers is a canned value of a fake API
+// answer, not the router's runtime (wrangler.toml, scripts/runtime-config.mjs):
+// the deploy program does not read it.
 import http from "node:http";
 import { createHash, randomUUID } from "node:crypto";
 

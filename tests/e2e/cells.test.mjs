@@ -9,6 +9,7 @@ import { createHash } from "node:crypto";
 import { request, requestLogs, sessionCookie, eventually, TEST_BUILD, buildTestWorker } from "./harness.mjs";
 import { startCells, stopCells, killCell, restartCell, runCron, healthLines, timed } from "./cells-harness.mjs";
 import { routableToken } from "./tokens.mjs";
+import { runtime } from "../../scripts/runtime-config.mjs";
 
 describe("passive health: a cell that dies gets fast 503s, and traffic returns when it is back", () => {
   let stack;
@@ -312,7 +313,7 @@ describe("the probe cannot blackhole a cell", () => {
   const attacker = {
     name: "attacker",
     modules: true,
-    compatibilityDate: "2026-04-26",
+    ...runtime(),
     unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
     script: `export default { async fetch(req) {
       const { key, body } = await req.json();

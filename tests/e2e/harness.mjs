@@ -12,6 +12,7 @@ import http from "node:http";
 import net from "node:net";
 import { Miniflare } from "miniflare";
 import assert from "node:assert/strict";
+import { runtime } from "../../scripts/runtime-config.mjs";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const DEVSTACK = process.env.DEVSTACK_BIN ?? join(ROOT, "target", "debug", "devstack");
@@ -240,14 +241,14 @@ export async function startRouter(vars, logs = [], { routers = 1, probe = false,
       modules: true,
       scriptPath: join(ROOT, build, "index.js"),
       modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
-      compatibilityDate: "2026-04-26",
+      ...runtime(),
       bindings: { ...vars, ...(routerVars[i] ?? {}) },
       unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
       ...(control ? { kvNamespaces: { ROUTER_CONTROL: control.id ?? "router-control" } } : {}),
     });
   }
   if (probe) {
-    workers.push({ name: "cache-probe", modules: true, script: CACHE_PROBE, compatibilityDate: "2026-04-26", unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] });
+    workers.push({ name: "cache-probe", modules: true, script: CACHE_PROBE, ...runtime(), unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] });
   }
   // Other workers on the same runtime (sharing its Cache API, as every
   // Worker of a zone does), e.g. one that writes what an attacker would.

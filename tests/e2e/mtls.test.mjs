@@ -26,6 +26,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startDemoStack, request, requestLogs, eventually, freePort, waitForOutput, ROOT, scratchDir } from "./harness.mjs";
+import { COMPATIBILITY_DATE } from "../../scripts/runtime-config.mjs";
 
 const dir = scratchDir("router-mtls-");
 const ssl = (...args) => execFileSync("openssl", args, { cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
@@ -143,7 +144,7 @@ test("wrangler accepts the mtls_certificates binding as wrangler.toml declares i
   const config = join(dir, "wrangler.toml");
   writeFileSync(
     config,
-    `name = "mtls-dry-run"\nmain = ${JSON.stringify(join(ROOT, "build", "index.js"))}\ncompatibility_date = "2026-04-26"\n` +
+    `name = "mtls-dry-run"\nmain = ${JSON.stringify(join(ROOT, "build", "index.js"))}\ncompatibility_date = "${COMPATIBILITY_DATE}"\n` +
       `mtls_certificates = [\n  { binding = "TOPOLOGY_MTLS", certificate_id = "8c5a4f0e-2b1d-4e3a-9f6b-0d7c1e2a3b4c" },\n]\n`,
   );
   const out = execFileSync(join(ROOT, "node_modules", ".bin", "wrangler"), ["deploy", "--dry-run", "--outdir", join(dir, "dist"), "-c", config], {

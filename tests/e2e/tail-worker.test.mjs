@@ -19,11 +19,14 @@ import { ROOT, HEX32, TEST_BUILD, buildTestWorker, startRouter, freePort, reques
 import { MAX_TEXT, SENT_HEADERS, TEXT_MARGIN, scrubText, scrubValue, sentHeaders, stripUrl } from "../../tail-worker/scrub.mjs";
 import { dsnRefusal, parseDsn } from "../../tail-worker/sentry.mjs";
 import { itemReports } from "../../tail-worker/reports.mjs";
+import { readRuntimeConfig, runtime } from "../../scripts/runtime-config.mjs";
 
 const KEY = "e2epublickey";
 const PROJECT = "42";
 const AUTH = `Sentry sentry_version=7, sentry_key=${KEY}, sentry_client=gitlab-http-router-tail/1.0`;
 const TAIL_SCRIPT = join(ROOT, "tail-worker", "index.mjs");
+// The tail worker's own runtime, as tail-worker/wrangler.toml deploys it.
+const TAIL_RUNTIME = readRuntimeConfig(join(ROOT, "tail-worker", "wrangler.toml"));
 
 /** What a client's request carries that must never reach Sentry. */
 const SECRETS = {
@@ -117,7 +120,7 @@ function tailWorker(dsn, vars = {}) {
     name: "tail",
     modules: true,
     scriptPath: TAIL_SCRIPT,
-    compatibilityDate: "2026-04-26",
+    ...TAIL_RUNTIME,
     bindings: { SENTRY_ENVIRONMENT: "e2e", ...(dsn ? { SENTRY_DSN: dsn } : {}), ...vars },
   };
 }
@@ -147,7 +150,7 @@ async function startTailedRouter(dsn, { tailVars = {}, control = false, build = 
   const thrower = {
     name: "thrower",
     modules: true,
-    compatibilityDate: "2026-04-26",
+    ...runtime(),
     // The path in the message when there is one: each marker its own fingerprint.
     script: `export default { async fetch(req) {
   const path = new URL(req.url).pathname;
