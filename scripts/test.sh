@@ -9,6 +9,13 @@ source scripts/node-env.sh
 
 bash scripts/setup.sh --registry
 
+# No known advisory in the lock files (docs/operations.md, Known advisories):
+# the check over every tracked package-lock.json and Cargo.lock, then its own
+# test (fixtures with vulnerable versions must be reported).
+echo "==> known advisories in the lock files (scripts/check-advisories.mjs)" >&2
+node scripts/check-advisories.mjs
+node --test --test-reporter=spec 'tests/advisories/*.test.mjs'
+
 echo "==> native tests (cargo test)" >&2
 cargo test --workspace --exclude gitlab-http-router --quiet
 # The edge's pure parts (settings, header filling, plans), natively.
