@@ -60,7 +60,7 @@ Try:
   curl -si http://127.0.0.1:8787/users/sign_in | grep -i -e set-cookie -e x-demo-cell   # spread over the healthy cells
   curl -s "http://127.0.0.1:8787/__scheduled?cron=*+*+*+*+*"   # run the cell health probe now (its summary is in the log)
   cargo run -q --bin rulesctl -- control set --env dev --local mode=passthrough   # runtime switch: all to cell 1 within 5 s (mode=normal undoes it)
-  node bench/cutover-drill.mjs                                 # move organization acme between cells 2 and 3: targeted invalidation vs a global purge
+  toolchain/node/node_modules/.bin/node bench/cutover-drill.mjs   # move organization acme between cells 2 and 3: targeted invalidation vs a global purge
 ${token:+  curl -s -H 'PRIVATE-TOKEN: $token' http://127.0.0.1:8787/api/v4/user   # routable token for cell 2}
 Each cell answers with a JSON echo of what it received (cell id, path, headers).
 Ctrl-C stops everything.

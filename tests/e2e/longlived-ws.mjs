@@ -1,6 +1,6 @@
 // A small RFC 6455 WebSocket client for the end-to-end tests, over
-// node:http's upgrade (Node 20 has no WebSocket client by default, and the
-// tests must control every handshake header, Origin included). It masks
+// node:http's upgrade (the tests must control every handshake header, Origin
+// included, which Node's own WebSocket client does not let them). It masks
 // what it sends, reads text, binary, fragmented, ping and close frames, and
 // reports close codes; no extensions.
 import http from "node:http";
