@@ -7,7 +7,7 @@
 // compatibility date. Prints, per configuration, the median and the range
 // of workerd's CPU (start-up, first request, both) and wall time, and of
 // the difference on − off within each sample's pair.
-// docs/decisions.md ("Compatibility date and Node compatibility") has the
+// docs/decisions.md ("The runtime", under "The edge") has the
 // figures and the decision they made.
 //
 //   source scripts/node-env.sh

@@ -2,8 +2,7 @@
 // it: `compatibility_date` and `compatibility_flags` (every [env.*] inherits
 // both; none sets its own). The one definition: the e2e harnesses, the
 // bench and the soak run their workers in workerd with these, so what they
-// measure is what deploys (docs/decisions.md, "Compatibility date and Node
-// compatibility").
+// measure is what deploys (docs/decisions.md, "The runtime").
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
