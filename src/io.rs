@@ -404,7 +404,7 @@ pub struct HealthStore {
 }
 
 /// The probe record's key.
-pub const HEALTH_KEY: &str = "cell-health";
+pub use router_core::resolve::cells::HEALTH_KEY;
 
 /// The largest probe record read (a line per cell: 1,000 cells fit).
 const HEALTH_MAX_BYTES: usize = 256 * 1024;

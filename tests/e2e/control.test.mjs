@@ -279,10 +279,11 @@ describe("ROUTER_CONTROL", () => {
         env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
       });
     try {
-      assert.match(rulesctl("show"), /no control document/);
+      // No document: degraded (a new isolate would run without the Cache API), exit 1.
+      assert.throws(() => rulesctl("show"), /no control document .*the router is DEGRADED/);
       const dry = rulesctl("set", "--dry-run", "--start-generation", "0", "mode=passthrough", "note=INC-2");
       assert.match(dry, /dry run: would run .*wrangler kv key put control '\{"mode":"passthrough","note":"INC-2","purge_generation":0\}' --binding ROUTER_CONTROL --env dev --local/);
-      assert.match(rulesctl("show"), /no control document/, "a dry run writes nothing");
+      assert.throws(() => rulesctl("show"), /no control document/, "a dry run writes nothing");
       assert.match(rulesctl("set", "--start-generation", "0", "mode=passthrough", "disable=session_cookie", "note=INC-2"), /written \(mode=passthrough/);
       assert.throws(() => rulesctl("set", "disable=no_such_rule"), /names no rule of any ruleset/);
       assert.throws(() => rulesctl("set", "mode=off"), /neither normal nor passthrough/);

@@ -1,36 +1,58 @@
 //! `rulesctl control`: shows and changes the router's runtime control
 //! document (router_core::control) in the `ROUTER_CONTROL` KV namespace
 //! through the pinned wrangler, validated by the router's own parser.
-
-use std::path::{Path, PathBuf};
+//! Every write shows the stored document against the one it writes, asks
+//! before a remote write (or takes `--yes`), and re-reads the stored
+//! document just before writing, refusing when it moved meanwhile.
 
 use router_core::control::{Control, CONTROL_KEY};
 use router_core::resolve::invalidate::{parse_claim, Invalidation, Subject, MAX_AHEAD_MS};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::cli::{Failure, Outcome};
+use crate::confirm::{self, Yes};
+use crate::docdiff::{self, pretty};
+use crate::kv::{self, Kv, Wrangler};
 use crate::out;
 use crate::rules::{self, DirArg, RulesDir};
 
 const ABOUT: &str = "\
 The router reads one JSON document, key \"control\" in the KV namespace
 bound as ROUTER_CONTROL, at most every GITLAB_CONTROL_REFRESH_SECONDS (30)
-per isolate: a change takes effect everywhere within that time, no deploy.
+per isolate, through KV's edge cache (up to 60 s old): a change takes
+effect everywhere within about 90 s, no deploy.
+--env must name an environment of wrangler.toml. set, put and invalidate
+print the stored document against the new one (- old, + new); to a remote
+namespace they ask first on a terminal, and refuse without one unless
+--yes. Just before writing they read the document again and refuse if it
+changed meanwhile (KV has no compare-and-swap: a write landing in the
+second between that read and the write is not caught).
+--dry-run writes nothing; with --document FILE it reads no KV either
+(no wrangler, no network, no token).
 Rule ids are checked against the rulesets in rules/. The purge generation
 never goes down: put and set refuse a lower one than the stored document's.
 Fields the router does not know are refused by put and check (a typo); the
 router itself ignores them with a warn line. An invalidation dated more
 than 5 minutes ahead of this machine's clock is refused.
 
-exit: 0 ok, 1 invalid document or wrangler failed, 2 usage";
+exit: 0 ok, 1 invalid or missing document (show: the router is degraded),
+wrangler failed, or not confirmed; 2 usage, or a remote write without a
+terminal and without --yes";
 
 /// Show or change the runtime control document in KV (no deploy)
 #[derive(clap::Subcommand)]
 #[command(after_help = ABOUT)]
 pub enum Command {
-    /// Print the stored document
-    Show(Options),
-    /// Apply CHANGEs to the stored document, print it and write it
+    /// Print the stored document (a missing one: degraded, exit 1)
+    Show {
+        /// One JSON object: environment, status (ok, missing, invalid),
+        /// degraded, document, summary, problem
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        options: Options,
+    },
+    /// Apply CHANGEs to the stored document, show old -> new and write it
     #[command(after_long_help = CHANGES)]
     Set {
         /// What to change, applied in order (see below)
@@ -39,12 +61,16 @@ pub enum Command {
         #[command(flatten)]
         start: Start,
         #[command(flatten)]
+        write: Write,
+        #[command(flatten)]
         options: Options,
     },
-    /// Print the document in FILE and write it
+    /// Show the stored document against the one in FILE and write it
     Put {
         /// The document (- for stdin)
         file: String,
+        #[command(flatten)]
+        write: Write,
         #[command(flatten)]
         options: Options,
     },
@@ -73,12 +99,17 @@ pub enum Command {
         #[command(flatten)]
         start: Start,
         #[command(flatten)]
+        write: Write,
+        #[command(flatten)]
         options: Options,
     },
     /// Validate the document in FILE (no --env needed)
     Check {
         /// The document (- for stdin)
         file: String,
+        /// One JSON object: file, valid, summary, problem
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         options: Options,
     },
@@ -135,10 +166,6 @@ pub struct Start {
 /// What every verb takes (check uses only --rules-dir).
 #[derive(clap::Args)]
 pub struct Options {
-    /// set, put, invalidate: print the document and the wrangler command,
-    /// write nothing
-    #[arg(long)]
-    dry_run: bool,
     #[command(flatten)]
     rules_dir: DirArg,
     #[command(
@@ -148,25 +175,19 @@ pub struct Options {
     kv: Kv,
 }
 
-/// Which KV store wrangler writes to, and which wrangler.
+/// What the writing verbs take.
 #[derive(clap::Args)]
-struct Kv {
-    /// The environment of wrangler.toml whose namespace is used
+pub struct Write {
+    /// Print old -> new and the wrangler command, write nothing
     #[arg(long)]
-    env: Option<String>,
-    /// The local KV store of `wrangler dev` [default: remote]
-    #[arg(long)]
-    local: bool,
-    /// The local store's directory (with --local)
-    #[arg(long, value_name = "DIR")]
-    persist_to: Option<String>,
-    /// wrangler.toml [default: wrangler's own lookup]
-    #[arg(long, value_name = "FILE")]
-    config: Option<String>,
-    /// The wrangler to run [default: $WRANGLER or the nearest
-    /// node_modules/.bin/wrangler]
-    #[arg(long, value_name = "PATH")]
-    wrangler: Option<String>,
+    dry_run: bool,
+    /// With --dry-run: the stored document is FILE's (- for stdin; an
+    /// empty FILE: none stored), KV is not read: no wrangler, no network,
+    /// no token
+    #[arg(long, value_name = "FILE", requires = "dry_run")]
+    document: Option<String>,
+    #[command(flatten)]
+    yes: Yes,
 }
 
 /// What `set` changes, in order.
@@ -287,85 +308,6 @@ fn validate(text: &str, rules_dir: &RulesDir) -> Outcome<Control> {
     Ok(control)
 }
 
-/// How wrangler is run.
-struct Wrangler {
-    program: PathBuf,
-    env: String,
-    local: bool,
-    persist_to: Option<String>,
-    config: Option<String>,
-}
-
-impl Wrangler {
-    fn args(&self, verb: &str, extra: &[&str]) -> Vec<String> {
-        let mut args: Vec<String> = ["kv", "key", verb, CONTROL_KEY]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args.extend([
-            "--binding".into(),
-            "ROUTER_CONTROL".into(),
-            "--env".into(),
-            self.env.clone(),
-        ]);
-        args.push(if self.local { "--local" } else { "--remote" }.into());
-        if let Some(dir) = &self.persist_to {
-            args.extend(["--persist-to".into(), dir.clone()]);
-        }
-        if let Some(config) = &self.config {
-            args.extend(["--config".into(), config.clone()]);
-        }
-        args
-    }
-
-    fn run(&self, args: &[String]) -> Outcome<String> {
-        let output = std::process::Command::new(&self.program)
-            .args(args)
-            .output()
-            .map_err(|e| Failure::data(format!("cannot run {}: {e}", self.program.display())))?;
-        if !output.status.success() {
-            return Err(Failure::data(format!(
-                "wrangler {} failed ({}):\n{}{}",
-                args.join(" "),
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            )));
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    }
-
-    /// The current document's text; `None` when the key is absent.
-    fn get(&self) -> Outcome<Option<String>> {
-        let out = self.run(&self.args("get", &["--text"]))?;
-        // wrangler says so on stdout, exit 0, when the key is absent.
-        Ok(match out.trim() {
-            "Value not found" => None,
-            _ => Some(out.trim_end_matches('\n').to_string()),
-        })
-    }
-
-    fn put_args(&self, text: &str) -> Vec<String> {
-        self.args("put", &[text])
-    }
-}
-
-fn default_wrangler() -> PathBuf {
-    if let Some(w) = std::env::var_os("WRANGLER") {
-        return PathBuf::from(w);
-    }
-    let mut dir = std::env::current_dir().ok();
-    while let Some(d) = dir {
-        let candidate = d.join("node_modules/.bin/wrangler");
-        if candidate.exists() {
-            return candidate;
-        }
-        dir = d.parent().map(Path::to_path_buf);
-    }
-    PathBuf::from("wrangler")
-}
-
 fn read_file(arg: &str) -> Outcome<String> {
     if arg == "-" {
         let mut text = String::new();
@@ -376,45 +318,63 @@ fn read_file(arg: &str) -> Outcome<String> {
     std::fs::read_to_string(arg).map_err(|e| Failure::data(format!("{arg}: cannot read: {e}")))
 }
 
-fn pretty(text: &str) -> String {
-    serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| text.to_string())
-}
+/// What a write tells the operator about when it holds everywhere.
+const PROPAGATION: &str = "every isolate applies it within about 90 s: KV's edge cache (up to 60 s) plus GITLAB_CONTROL_REFRESH_SECONDS (30 s by default); docs/operations.md, How fast";
 
 pub fn run(command: Command) -> Outcome<i32> {
-    let (verb, options) = match &command {
-        Command::Show(options) => ("show", options),
-        Command::Set { options, .. } => ("set", options),
-        Command::Put { options, .. } => ("put", options),
-        Command::Invalidate { options, .. } => ("invalidate", options),
-        Command::Check { options, .. } => ("check", options),
-    };
-    let rules_dir = options.rules_dir.dir();
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    if let Command::Check { file, .. } = &command {
-        let control = validate(&read_file(file)?, &rules_dir)?;
+    let now_ms = kv::now_ms();
+    match command {
+        Command::Check {
+            file,
+            json,
+            options,
+        } => check(&file, json, &options, now_ms),
+        Command::Show { json, options } => show(&options.kv.wrangler("control show")?, json),
+        command => write(command, now_ms),
+    }
+}
+
+fn check(file: &str, json: bool, options: &Options, now_ms: u64) -> Outcome<i32> {
+    let checked = read_file(file).and_then(|text| {
+        let control = validate(&text, &options.rules_dir.dir())?;
         check_written(&control, now_ms)?;
         refuse_unknown_fields(&control)?;
-        out::line(&format!("{file}: valid: {}", control.summary()));
-        return Ok(0);
+        Ok(control)
+    });
+    match (checked, json) {
+        (Ok(control), false) => {
+            out::line(&format!("{file}: valid: {}", control.summary()));
+            Ok(0)
+        }
+        (Err(e), false) => Err(e),
+        (Ok(control), true) => {
+            out::line(
+                &json!({"file": file, "valid": true, "summary": control.summary()}).to_string(),
+            );
+            Ok(0)
+        }
+        (Err(Failure::Usage(m)), true) => Err(Failure::Usage(m)),
+        (Err(Failure::Data(problem)), true) => {
+            out::line(&json!({"file": file, "valid": false, "problem": problem}).to_string());
+            Ok(1)
+        }
     }
-    let kv = &options.kv;
-    let env = kv.env.clone();
-    let env = env.ok_or_else(|| Failure::usage(format!("control {verb}: --env is required")))?;
-    let wrangler = Wrangler {
-        program: kv
-            .wrangler
-            .as_ref()
-            .map_or_else(default_wrangler, PathBuf::from),
-        env,
-        local: kv.local,
-        persist_to: kv.persist_to.clone(),
-        config: kv.config.clone(),
+}
+
+/// set, put and invalidate.
+fn write(command: Command, now_ms: u64) -> Outcome<i32> {
+    let (verb, options, write) = match &command {
+        Command::Set { options, write, .. } => ("set", options, write),
+        Command::Put { options, write, .. } => ("put", options, write),
+        Command::Invalidate { options, write, .. } => ("invalidate", options, write),
+        Command::Show { .. } | Command::Check { .. } => {
+            return Err(Failure::usage("control: not a writing verb"))
+        }
     };
+    let what = format!("control {verb}");
+    let rules_dir = options.rules_dir.dir();
+    let wrangler = options.kv.wrangler(&what)?;
+    let remote = !wrangler.local;
     // What invalidate adds, checked before wrangler is asked anything.
     let added = match &command {
         Command::Invalidate {
@@ -422,9 +382,25 @@ pub fn run(command: Command) -> Outcome<i32> {
         } => invalidations_of(claim, tag, cell, now_ms)?,
         _ => Vec::new(),
     };
-    let current = match &command {
-        Command::Show(_) => return show(&wrangler),
-        _ => wrangler.get()?,
+    if !write.dry_run {
+        confirm::refuse_unconfirmable(
+            &write.yes,
+            remote,
+            &format!("{what} --env {}", wrangler.env),
+        )?;
+    }
+    let current = match &write.document {
+        Some(document) => {
+            if document == "-" && matches!(&command, Command::Put { file, .. } if file == "-") {
+                return Err(Failure::usage(format!(
+                    "{what}: the document and --document cannot both be stdin"
+                )));
+            }
+            let text = read_file(document)?;
+            let text = text.trim_end_matches('\n');
+            (!text.trim().is_empty()).then(|| text.to_string())
+        }
+        None => wrangler.get(CONTROL_KEY)?,
     };
     let text = match &command {
         Command::Put { file, .. } => {
@@ -461,8 +437,9 @@ pub fn run(command: Command) -> Outcome<i32> {
             apply(&mut doc, changes);
             Value::Object(doc).to_string()
         }
-        // show and check have returned above
-        _ => unreachable!("show and check return earlier"),
+        Command::Show { .. } | Command::Check { .. } => {
+            return Err(Failure::usage("control: not a writing verb"))
+        }
     };
     let control = validate(&text, &rules_dir)?;
     check_written(&control, now_ms)?;
@@ -475,9 +452,27 @@ pub fn run(command: Command) -> Outcome<i32> {
         ));
     }
     check_generation(current.as_deref(), &control)?;
-    let put = wrangler.put_args(text.trim());
-    out::line(&pretty(&text));
-    if options.dry_run {
+    let source = match &write.document {
+        Some(document) => format!("--document {document}"),
+        None => wrangler.place(),
+    };
+    let stored = match current.as_deref().map(Control::parse) {
+        None => "nothing stored".to_string(),
+        Some(Ok(c)) => c.summary(),
+        Some(Err(_)) => "not a valid document".to_string(),
+    };
+    out::line(&format!("--- stored ({source}): {stored}"));
+    out::line(&format!("+++ to write: {}", control.summary()));
+    let lines = docdiff::diff(current.as_deref(), &text);
+    if lines.is_empty() {
+        out::line("unchanged: the stored document already reads so; nothing written");
+        return Ok(0);
+    }
+    for line in &lines {
+        out::line(line);
+    }
+    let put = wrangler.args("put", CONTROL_KEY, &[text.trim()]);
+    if write.dry_run {
         out::line(&format!(
             "dry run: would run {} {}",
             wrangler.program.display(),
@@ -488,11 +483,21 @@ pub fn run(command: Command) -> Outcome<i32> {
         ));
         return Ok(0);
     }
+    confirm::ask(
+        &write.yes,
+        remote,
+        &format!("write this to {}?", wrangler.place()),
+    )?;
+    // KV has no compare-and-swap: read again just before writing, and
+    // refuse if another writer changed the document since it was read.
+    if wrangler.get(CONTROL_KEY)? != current {
+        return Err(Failure::data(format!(
+            "the stored document changed since rulesctl read it (another writer): nothing written. Run `rulesctl control show --env {}` and the command again: it applies the change to the new document",
+            wrangler.env
+        )));
+    }
     wrangler.run(&put)?;
-    out::line(&format!(
-        "written ({}); every isolate applies it within GITLAB_CONTROL_REFRESH_SECONDS (default 30 s)",
-        control.summary()
-    ));
+    out::line(&format!("written ({}); {PROPAGATION}", control.summary()));
     Ok(0)
 }
 
@@ -685,20 +690,61 @@ fn check_generation(current: Option<&str>, next: &Control) -> Outcome<()> {
     }
 }
 
-fn show(wrangler: &Wrangler) -> Outcome<i32> {
-    match wrangler.get()? {
-        None => out::line("(no control document: normal routing)"),
-        Some(text) => {
+fn show(wrangler: &Wrangler, json: bool) -> Outcome<i32> {
+    let stored = wrangler.get(CONTROL_KEY)?;
+    let parsed = stored.as_deref().map(Control::parse);
+    let missing = format!(
+        "no control document (key \"{CONTROL_KEY}\") in {}: the router is DEGRADED. Isolates that read one keep it; every new isolate routes with the default document (normal mode, nothing disabled) but without the Cache API (it cannot know the purge generation), so it asks the Topology Service once per key per TTL, and logs a warn line at every read. Write it back: rulesctl control set --env {} --start-generation N reset (N: the highest purge_generation of the router's \"control document applied\" log lines, 0 for a new deployment)",
+        wrangler.place(),
+        wrangler.env
+    );
+    if json {
+        let (status, summary, problem) = match &parsed {
+            None => ("missing", Value::Null, Value::String(missing)),
+            Some(Ok(c)) => ("ok", Value::String(c.summary()), Value::Null),
+            Some(Err(e)) => (
+                "invalid",
+                Value::Null,
+                Value::String(format!(
+                    "the stored document is invalid, the router ignores it (keeping its last good one): {e}"
+                )),
+            ),
+        };
+        let document = stored.as_deref().map_or(Value::Null, |t| {
+            serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.to_string()))
+        });
+        out::line(
+            &json!({
+                "environment": wrangler.env,
+                "local": wrangler.local,
+                "key": CONTROL_KEY,
+                "status": status,
+                "degraded": status == "missing",
+                "summary": summary,
+                "problem": problem,
+                "document": document,
+            })
+            .to_string(),
+        );
+        return Ok(if status == "ok" { 0 } else { 1 });
+    }
+    match (stored, parsed) {
+        (Some(text), Some(Ok(_))) => {
             out::line(&pretty(&text));
-            if let Err(e) = Control::parse(&text) {
-                out::err_line(&format!(
-                    "rulesctl: the stored document is invalid, the router ignores it: {e}"
-                ));
-                return Ok(1);
-            }
+            Ok(0)
+        }
+        (Some(text), Some(Err(e))) => {
+            out::line(&pretty(&text));
+            out::err_line(&format!(
+                "rulesctl: the stored document is invalid, the router ignores it: {e}"
+            ));
+            Ok(1)
+        }
+        _ => {
+            out::err_line(&format!("rulesctl: {missing}"));
+            Ok(1)
         }
     }
-    Ok(0)
 }
 
 fn shell_quote(s: &str) -> String {
@@ -871,7 +917,8 @@ mod tests {
             config: Some("wrangler.toml".into()),
         };
         assert_eq!(
-            w.put_args(r#"{"mode":"passthrough"}"#).join(" "),
+            w.args("put", CONTROL_KEY, &[r#"{"mode":"passthrough"}"#])
+                .join(" "),
             r#"kv key put control {"mode":"passthrough"} --binding ROUTER_CONTROL --env production --remote --config wrangler.toml"#
         );
         assert_eq!(shell_quote(r#"{"a":1}"#), r#"'{"a":1}'"#);

@@ -5,10 +5,14 @@
 //! token), 2 a wrong command line.
 
 mod cli;
+mod confirm;
 mod control;
 mod decision;
 mod diff;
+mod docdiff;
 mod explain;
+mod health;
+mod kv;
 mod out;
 mod request;
 mod reserved_words;
@@ -36,7 +40,8 @@ A NAME_OR_FILE with a / or ending in .json is a file; a NAME is rules/NAME.json
 in the rules directory: --rules-dir DIR, else $RULESCTL_RULES_DIR, else the
 nearest rules/ in the working directory or above it.
 
-exit: 0 ok, 1 bad data (ruleset, request, file, token), 2 usage error"
+exit: 0 ok, 1 bad data (ruleset, request, file, token), 2 usage error
+(control and health: see their --help)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -54,6 +59,8 @@ enum Command {
     Signature(signature::Command),
     #[command(subcommand)]
     Control(control::Command),
+    #[command(subcommand)]
+    Health(health::Command),
 }
 
 fn main() {
@@ -83,6 +90,7 @@ fn run(command: Command) -> cli::Outcome<i32> {
         Command::Token(args) => token::run(args),
         Command::Signature(command) => signature::run(command),
         Command::Control(command) => control::run(command),
+        Command::Health(command) => health::run(command),
     }
 }
 
@@ -126,6 +134,13 @@ mod tests {
             "control set --dry-run mode=passthrough note=INC-2 --env dev",
             "control set --env dev --local --start-generation 0 reset",
             "control invalidate --env production --cell 2 --start-generation 12",
+            "control set --env production mode=passthrough note=INC-1 --yes",
+            "control set --env production purge --dry-run --document control.json",
+            "control put --env production new.json --dry-run --document -",
+            "control show --env production --json",
+            "control check control.json --json",
+            "health show --env production --json --max-age-secs 60",
+            "health show --env dev --local --persist-to d --config w",
             "signature keygen",
             "signature public-key --key-file key",
             "signature verify --public-key K --audience 127.0.0.1:1 --method POST \
@@ -137,5 +152,8 @@ mod tests {
                 panic!("{line}: {e}");
             }
         }
+        // --document is the stored document of a dry run only.
+        let argv = "rulesctl control set --env production purge --document d";
+        assert!(Cli::try_parse_from(argv.split(' ')).is_err());
     }
 }

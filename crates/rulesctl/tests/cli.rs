@@ -1245,16 +1245,13 @@ impl LocalKv {
 
     /// Writes `text` as the stored document, past rulesctl.
     fn put_raw(&self, text: &str) {
+        self.put_raw_key("control", text);
+    }
+
+    /// Writes `text` under `key` of the namespace, past rulesctl.
+    fn put_raw_key(&self, key: &str, text: &str) {
         let status = Command::new(&self.wrangler)
-            .args([
-                "kv",
-                "key",
-                "put",
-                "control",
-                text,
-                "--binding",
-                "ROUTER_CONTROL",
-            ])
+            .args(["kv", "key", "put", key, text, "--binding", "ROUTER_CONTROL"])
             .args(self.kv_args())
             .env("WRANGLER_SEND_METRICS", "false")
             .current_dir(repo())
@@ -1263,9 +1260,25 @@ impl LocalKv {
         assert!(status.success());
     }
 
-    /// What `show` prints (it exits 1 for an invalid document).
+    /// What `show` prints (it exits 1 for an invalid document; for none,
+    /// its message, on stderr).
     fn stored(&self) -> String {
-        self.control(&["show"]).stdout
+        let run = self.control(&["show"]);
+        if run.stdout.is_empty() {
+            run.stderr
+        } else {
+            run.stdout
+        }
+    }
+
+    /// `rulesctl health …` against the same store.
+    fn health(&self, args: &[&str]) -> Run {
+        let mut all: Vec<String> = ["health"].iter().map(|s| s.to_string()).collect();
+        all.extend(args.iter().map(|s| s.to_string()));
+        all.extend(self.kv_args());
+        all.extend(["--wrangler".into(), self.wrangler.display().to_string()]);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        rulesctl(&all)
     }
 }
 
@@ -1311,4 +1324,445 @@ fn control_set_and_invalidate_write_over_no_document_only_from_a_stated_generati
     assert_eq!(run.code, 1, "{}", run.stdout);
     run.stderr_has("ahead of this machine's clock");
     assert!(!kv.stored().contains(r#""cell": 3"#));
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+}
+
+/// `rulesctl ARGS` in the repository with `input` on its stdin (a pipe:
+/// no terminal).
+fn rulesctl_stdin(args: &[&str], input: &str) -> Run {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rulesctl"))
+        .args(args)
+        .current_dir(repo())
+        .env_remove("RULESCTL_RULES_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run rulesctl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    let output = child.wait_with_output().expect("rulesctl ends");
+    let run = Run {
+        code: output.status.code().expect("exit code, not a signal"),
+        stdout: String::from_utf8(output.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(output.stderr).expect("utf-8 stderr"),
+    };
+    assert_no_panic(&run);
+    run
+}
+
+/// A wrangler that cannot be run: a command that gets past its checks to
+/// wrangler says "cannot run".
+const NO_WRANGLER: &str = "/nonexistent/wrangler";
+
+#[test]
+fn control_writes_to_a_remote_namespace_without_a_terminal_need_yes() {
+    let config = repo().join("wrangler.toml");
+    let config = config.to_str().expect("utf-8 path");
+    for args in [
+        vec!["control", "set", "--env", "production", "mode=passthrough"],
+        vec!["control", "put", "--env", "production", "control.json"],
+        vec!["control", "invalidate", "--env", "staging", "--cell", "2"],
+    ] {
+        let mut refused = args.clone();
+        refused.extend(["--config", config, "--wrangler", NO_WRANGLER]);
+        let run = rulesctl(&refused);
+        run.assert_fails(2, "pass --yes to write without asking");
+        assert!(
+            !run.stderr.contains("cannot run"),
+            "asked wrangler: {}",
+            run.stderr
+        );
+        // --yes skips the question: on to reading the stored document.
+        refused.push("--yes");
+        rulesctl(&refused).assert_fails(1, "cannot run /nonexistent/wrangler");
+    }
+    // A local store (wrangler dev's) is written without asking.
+    rulesctl(&[
+        "control",
+        "set",
+        "--env",
+        "dev",
+        "--local",
+        "mode=passthrough",
+        "--config",
+        config,
+        "--wrangler",
+        NO_WRANGLER,
+    ])
+    .assert_fails(1, "cannot run");
+}
+
+#[test]
+fn control_env_must_be_an_environment_of_wrangler_toml() {
+    let config = repo().join("wrangler.toml");
+    let config = config.to_str().expect("utf-8 path");
+    for args in [
+        vec!["control", "show", "--env", "prod"],
+        vec![
+            "control",
+            "set",
+            "--env",
+            "prod",
+            "mode=passthrough",
+            "--yes",
+        ],
+        vec![
+            "control",
+            "set",
+            "--env",
+            "prod",
+            "purge",
+            "--dry-run",
+            "--document",
+            "/dev/null",
+        ],
+        vec!["health", "show", "--env", "prod"],
+    ] {
+        let mut all = args.clone();
+        all.extend(["--config", config, "--wrangler", NO_WRANGLER]);
+        let run = rulesctl(&all);
+        run.assert_fails(2, "--env prod is not an environment of");
+        run.stderr_has(
+            "(its environments: dev, staging, production, registry-staging, registry-production)",
+        );
+    }
+    // Found as wrangler finds it (the nearest wrangler.toml), or named.
+    let outside = Temp::new();
+    outside
+        .run(&[
+            "control",
+            "show",
+            "--env",
+            "production",
+            "--wrangler",
+            NO_WRANGLER,
+        ])
+        .assert_fails(2, "no wrangler.toml in the working directory or above it");
+}
+
+#[test]
+fn control_dry_run_against_a_given_document_reads_no_kv() {
+    let dir = Temp::new();
+    let stored = dir.write(
+        "stored.json",
+        r#"{"mode":"normal","disabled_rules":["session_cookie"],"purge_generation":3}"#,
+    );
+    let run = rulesctl(&[
+        "control",
+        "set",
+        "--env",
+        "production",
+        "mode=passthrough",
+        "note=INC-7",
+        "purge",
+        "--dry-run",
+        "--document",
+        &stored,
+        "--wrangler",
+        NO_WRANGLER,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for line in [
+        &format!("--- stored (--document {stored}): mode=normal disabled_rules=[session_cookie] purge_generation=3"),
+        "+++ to write: mode=passthrough disabled_rules=[session_cookie] purge_generation=4",
+        "\n  {\n    \"disabled_rules\": [\n      \"session_cookie\"\n    ],\n-   \"mode\": \"normal\",\n-   \"purge_generation\": 3\n+   \"mode\": \"passthrough\",\n+   \"note\": \"INC-7\",\n+   \"purge_generation\": 4\n  }\n",
+        "dry run: would run /nonexistent/wrangler kv key put control ",
+        "--env production --remote",
+    ] {
+        run.stdout_has(line);
+    }
+    // The stored document from stdin; put's own from a file.
+    let new = dir.write("new.json", r#"{"mode":"normal","purge_generation":3}"#);
+    let run = rulesctl_stdin(
+        &[
+            "control",
+            "put",
+            "--env",
+            "production",
+            &new,
+            "--dry-run",
+            "--document",
+            "-",
+            "--wrangler",
+            NO_WRANGLER,
+        ],
+        r#"{"mode":"passthrough","purge_generation":3}"#,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout_has("-   \"mode\": \"passthrough\",\n+   \"mode\": \"normal\",");
+    // The checks hold as against KV: a lower generation, nothing stored.
+    let low = dir.write("low.json", r#"{"purge_generation":2}"#);
+    rulesctl(&[
+        "control",
+        "put",
+        "--env",
+        "production",
+        &low,
+        "--dry-run",
+        "--document",
+        &stored,
+        "--wrangler",
+        NO_WRANGLER,
+    ])
+    .assert_fails(1, "lower than the stored document's 3");
+    let empty = dir.write("empty.json", "");
+    rulesctl(&[
+        "control",
+        "set",
+        "--env",
+        "production",
+        "purge",
+        "--dry-run",
+        "--document",
+        &empty,
+        "--wrangler",
+        NO_WRANGLER,
+    ])
+    .assert_fails(1, "there is no stored document: refused");
+    // Without --dry-run, --document is a usage error.
+    rulesctl(&[
+        "control",
+        "set",
+        "--env",
+        "production",
+        "purge",
+        "--document",
+        &stored,
+    ])
+    .assert_fails(2, "--dry-run");
+}
+
+#[test]
+fn control_show_reports_a_missing_document_as_degraded_and_reads_as_json() {
+    let kv = LocalKv::new();
+    let run = kv.control(&["show"]);
+    run.assert_fails(1, "the router is DEGRADED");
+    run.stderr_has("without the Cache API");
+    run.stderr_has("--start-generation N reset");
+    let run = kv.control(&["show", "--json"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let shown: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(shown["status"], "missing");
+    assert_eq!(shown["degraded"], true);
+    assert_eq!(shown["document"], Value::Null);
+    assert_eq!(shown["environment"], "dev");
+    kv.put_raw(r#"{"mode":"passthrough","purge_generation":2}"#);
+    let shown = kv.control(&["show", "--json"]).json();
+    assert_eq!(shown["status"], "ok");
+    assert_eq!(shown["degraded"], false);
+    assert_eq!(
+        shown["summary"],
+        "mode=passthrough disabled_rules=[] purge_generation=2"
+    );
+    assert_eq!(
+        shown["document"],
+        json!({"mode": "passthrough", "purge_generation": 2})
+    );
+    kv.put_raw(r#"{"mode":"off"}"#);
+    let run = kv.control(&["show", "--json"]);
+    assert_eq!(run.code, 1);
+    let shown: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(shown["status"], "invalid");
+    assert!(shown["problem"]
+        .as_str()
+        .expect("problem")
+        .contains("router ignores it"));
+    // check reads as JSON too.
+    let dir = Temp::new();
+    let bad = dir.write("bad.json", r#"{"mdoe":"passthrough"}"#);
+    let run = rulesctl(&["control", "check", &bad, "--json"]);
+    assert_eq!(run.code, 1);
+    let checked: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(checked["valid"], false);
+    assert!(checked["problem"]
+        .as_str()
+        .expect("problem")
+        .contains("mdoe"));
+    let good = dir.write("good.json", r#"{"mode":"passthrough"}"#);
+    assert_eq!(
+        rulesctl(&["control", "check", &good, "--json"]).json()["valid"],
+        true
+    );
+}
+
+#[test]
+fn control_refuses_to_write_over_a_document_changed_since_it_was_read() {
+    let kv = LocalKv::new();
+    kv.put_raw(r#"{"purge_generation":5}"#);
+    // The pinned wrangler, and another operator who writes between
+    // rulesctl's first read and its read before writing (the second get).
+    let wrapper = kv.dir.write(
+        "wrangler-with-another-writer",
+        &format!(
+            "#!/bin/sh\nif [ \"$3\" = get ] && [ \"$4\" = control ]; then\n  n=$(cat {dir}/gets 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {dir}/gets\n  if [ $n = 2 ]; then\n    shift 5\n    {real} kv key put control '{{\"note\":\"another writer\",\"purge_generation\":6}}' \"$@\" > /dev/null || exit 1\n    exec {real} kv key get control --text \"$@\"\n  fi\nfi\nexec {real} \"$@\"\n",
+            dir = kv.dir.0.display(),
+            real = kv.wrangler.display()
+        ),
+    );
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let run_with = |args: &[&str]| {
+        let mut all: Vec<String> = ["control"].iter().map(|s| s.to_string()).collect();
+        all.extend(args.iter().map(|s| s.to_string()));
+        all.extend(kv.kv_args());
+        all.extend(["--wrangler".into(), wrapper.clone()]);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        rulesctl(&all)
+    };
+    let run = run_with(&["set", "mode=passthrough"]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    run.stderr_has(
+        "the stored document changed since rulesctl read it (another writer): nothing written",
+    );
+    let stored: Value = serde_json::from_str(&kv.stored()).expect("JSON");
+    assert_eq!(
+        stored,
+        json!({"note": "another writer", "purge_generation": 6}),
+        "the other writer's stays"
+    );
+    // Again: it starts from the new document.
+    let run = run_with(&["set", "mode=passthrough"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout_has("written (mode=passthrough");
+    let stored: Value = serde_json::from_str(&kv.stored()).expect("JSON");
+    assert_eq!(
+        stored,
+        json!({"mode": "passthrough", "note": "another writer", "purge_generation": 6})
+    );
+    // The same change again writes nothing.
+    kv.control(&["set", "mode=passthrough"])
+        .stdout_has("unchanged: the stored document already reads so; nothing written");
+}
+
+#[test]
+fn health_show_reads_the_probe_record() {
+    let kv = LocalKv::new();
+    let run = kv.health(&["show"]);
+    run.assert_fails(
+        1,
+        "no cell-health record in the local ROUTER_CONTROL namespace of --env dev",
+    );
+    assert!(kv
+        .health(&["show", "--json"])
+        .stdout
+        .contains(r#""status":"missing""#));
+    let now = now_ms();
+    kv.put_raw_key(
+        "cell-health",
+        &format!("cell-health 2 {now}\n1 u 200 12 \n2 d 0 1000 connection refused\n3 m 404 9 \n"),
+    );
+    let run = kv.health(&["show"]);
+    assert_eq!(run.code, 1, "a cell down: {}", run.stderr);
+    run.stdout_has("cell 1    up            status 200      12 ms\n");
+    run.stdout_has("cell 2    down          status 0      1000 ms  connection refused\n");
+    run.stdout_has("cell 3    misconfigured status 404       9 ms\n");
+    let run = kv.health(&["show", "--json"]);
+    assert_eq!(run.code, 1);
+    let shown: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(shown["status"], "down");
+    assert_eq!(shown["checked_at_ms"], now);
+    assert_eq!(
+        shown["cells"][1],
+        json!({"id": 2, "verdict": "down", "status": 0, "ms": 1000, "error": "connection refused"})
+    );
+    kv.put_raw_key(
+        "cell-health",
+        &format!("cell-health 2 {now}\n1 u 200 12 \n2 u 204 8 \n"),
+    );
+    assert_eq!(kv.health(&["show", "--json"]).json()["status"], "ok");
+    let old = now - 600_000;
+    kv.put_raw_key(
+        "cell-health",
+        &format!("cell-health 2 {old}\n1 u 200 12 \n"),
+    );
+    kv.health(&["show"]).stderr_has("past 180 s");
+    let run = kv.health(&["show", "--json", "--max-age-secs", "900"]);
+    assert_eq!(run.code, 0, "within the given max age: {}", run.stdout);
+    kv.put_raw_key("cell-health", "cell-health 1 5\n");
+    kv.health(&["show"])
+        .assert_fails(1, "not one this version reads");
+}
+
+/// On a terminal (util-linux `script` gives rulesctl one) a remote write
+/// shows old -> new and asks; only y or yes writes. The "remote"
+/// namespace is the pinned wrangler's local store (a wrapper turns
+/// --remote into --local): nothing leaves the machine.
+#[test]
+fn control_asks_on_a_terminal_before_a_remote_write() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux script is not installed");
+        return;
+    }
+    let kv = LocalKv::new();
+    kv.put_raw(r#"{"purge_generation":1}"#);
+    let wrapper = kv.dir.write(
+        "wrangler-remote-is-local",
+        &format!(
+            "#!/bin/sh\nfor a; do shift; if [ \"$a\" = --remote ]; then set -- \"$@\" --local --persist-to {dir}; else set -- \"$@\" \"$a\"; fi; done\nexec {real} \"$@\"\n",
+            dir = kv.dir.0.display(),
+            real = kv.wrangler.display()
+        ),
+    );
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let config = repo().join("wrangler.toml");
+    let on_a_terminal = |answer: &str| {
+        use std::io::Write;
+        let command = format!(
+            "{} control set --env dev mode=passthrough note=INC-9 --config {} --wrangler {}",
+            env!("CARGO_BIN_EXE_rulesctl"),
+            config.display(),
+            wrapper
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .current_dir(repo())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run script");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(answer.as_bytes()).expect("answer");
+        let output = child.wait_with_output().expect("script ends");
+        drop(stdin);
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let (code, out) = on_a_terminal("n\n");
+    assert_eq!(code, Some(1), "{out}");
+    for line in [
+        "+   \"mode\": \"passthrough\",",
+        "write this to the remote ROUTER_CONTROL namespace of --env dev? [y/N]",
+        "not confirmed: nothing written",
+    ] {
+        assert!(out.contains(line), "lacks {line:?}:\n{out}");
+    }
+    let stored: Value = serde_json::from_str(&kv.stored()).expect("JSON");
+    assert_eq!(stored, json!({"purge_generation": 1}), "nothing written");
+    let (code, out) = on_a_terminal("yes\n");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("written (mode=passthrough"), "{out}");
+    let stored: Value = serde_json::from_str(&kv.stored()).expect("JSON");
+    assert_eq!(stored["mode"], "passthrough");
 }

@@ -19,7 +19,7 @@ pub mod probe;
 
 pub use circuit::{Admission, Change, Circuit, CircuitPolicy, OpenedBy, Outcome};
 pub use health::{circuit_index, Address, CellHealth};
-pub use probe::{HealthRecord, ProbeResult, Verdict};
+pub use probe::{HealthRecord, ProbeResult, Verdict, HEALTH_KEY};
 
 use std::collections::HashMap;
 

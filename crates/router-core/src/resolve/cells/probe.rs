@@ -82,6 +82,11 @@ pub struct HealthRecord {
 /// is refused.
 pub const MAX_CLOCK_SKEW_MS: u64 = 60_000;
 
+/// The record's key in the deployment's KV namespace (`ROUTER_CONTROL`),
+/// where the scheduled probe writes it and isolates and `rulesctl health
+/// show` read it.
+pub const HEALTH_KEY: &str = "cell-health";
+
 /// The record's first line; a record without it is refused.
 const HEADER: &str = "cell-health 2 ";
 
