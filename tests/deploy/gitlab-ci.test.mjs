@@ -4,7 +4,8 @@
 // must run in the shell and agree with `rulesctl validate`, the
 // `change-lock` job must fail during a lock unless CHANGE_LOCK_OVERRIDE, and
 // build, validate, change-lock and deploy-staging (run one by one) must deploy to the
-// Cloudflare API stand-in, whose record rollback-staging then undoes.
+// Cloudflare API stand-in, whose record rollback-staging then undoes; the
+// on-call jobs must refuse to run without an environment and a reason.
 // When gitlab-ci-local cannot be installed (no npm registry) or rsync is
 // missing, those checks are skipped and only the (optional) PyYAML parse
 // check remains.
@@ -19,8 +20,10 @@ import { startEdge } from "./edge-standin.mjs";
 import { ACCOUNT_ID, SMOKE_SECRET, ensureBuild, REPO, workerName, workerRoutes } from "./helpers.mjs";
 
 const GCL_VERSION = "4.73.0";
-const EXPECTED_STAGES = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-production", "rollback"];
-const EXPECTED_JOBS = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-registry-staging", "deploy-production", "deploy-registry-production", "rollback-staging", "rollback-registry-staging", "rollback-production", "rollback-registry-production", "rollback"];
+const EXPECTED_STAGES = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-production", "rollback", "on-call"];
+// The runtime switches (scripts/on-call.sh), with the rulesctl the build job keeps.
+const SWITCH_JOBS = ["on-call-passthrough", "on-call-normal", "on-call-purge", "on-call-invalidate"];
+const EXPECTED_JOBS = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-registry-staging", "deploy-production", "deploy-registry-production", "rollback-staging", "rollback-registry-staging", "rollback-production", "rollback-registry-production", "rollback", ...SWITCH_JOBS];
 // Scheduled pipelines run this job only, and other pipelines never do.
 const SCHEDULED_JOBS = ["soak-full"];
 const HOME = os.homedir();
@@ -142,6 +145,10 @@ describe(".gitlab-ci.yml", () => {
     assert.equal(byName["deploy-staging"].when, "on_success");
     assert.ok(byName["deploy-production"].needs.some((n) => n.job === "deploy-staging"), "production comes after staging");
     assert.deepEqual(byName["rollback"].needs, [], "rollback can run at any time");
+    for (const job of SWITCH_JOBS) {
+      assert.equal(byName[job].when, "manual", job);
+      assert.deepEqual(byName[job].needs.map((n) => n.job), ["build"], `${job} runs the rulesctl the build job kept`);
+    }
     for (const env of ["staging", "registry-staging", "production", "registry-production"]) {
       assert.equal(byName[`rollback-${env}`].when, "manual");
       assert.deepEqual(byName[`rollback-${env}`].needs.map((n) => n.job), [`deploy-${env}`], `rollback-${env} reads deploy-${env}'s record`);
@@ -233,7 +240,59 @@ describe(".gitlab-ci.yml", () => {
     assert.match(rb.out, new RegExp(`says ${oldVersion} served before ${newVersion}`));
     assert.deepEqual(api.latestDeployment(name).versions, [{ version_id: oldVersion, percentage: 100 }]);
     assert.equal(JSON.parse(fs.readFileSync(recordFile, "utf8")).rollback.to, oldVersion);
+
+    // On-call switches with the rulesctl the build job kept (no cargo in the jobs), through the
+    // pinned wrangler into the stand-in's KV; each job log shows old -> new.
+    const namespace = "5a9d0c0e0f1a4b2c8d3e4f5a6b7c8d01"; // wrangler.toml: staging's ROUTER_CONTROL
+    const onCall = (job, ...more) =>
+      gitlabCiLocalAsync(["--force-shell-executor", ...vars, "--variable", "SWITCH_ENVIRONMENT=staging", "--variable", "SWITCH_REASON=INC-9: cells misrouting", ...more.flatMap((v) => ["--variable", v]), job]);
+    // No document stored (the API answers 404): refused without a generation to start from.
+    const refused = await onCall("on-call-passthrough");
+    assert.notEqual(refused.status, 0, refused.out);
+    assert.match(refused.out, /there is no stored document: refused/, refused.out);
+    assert.equal(api.kvGet(namespace, "control"), undefined);
+    const on = await onCall("on-call-passthrough", "START_GENERATION=3");
+    assert.equal(on.status, 0, on.out);
+    assert.match(on.out, /PASS\s+on-call-passthrough/, on.out);
+    assert.match(on.out, /on-call: running bin\/rulesctl control set --env staging --start-generation 3 mode=passthrough .*--yes/, on.out);
+    assert.match(on.out, /--- stored \(the remote ROUTER_CONTROL namespace of --env staging\): nothing stored/, on.out);
+    assert.match(on.out, /\+ {3}"mode": "passthrough",/, on.out);
+    assert.match(on.out, /written \(mode=passthrough disabled_rules=\[\] purge_generation=3\)/, on.out);
+    let stored = JSON.parse(api.kvGet(namespace, "control"));
+    assert.deepEqual([stored.mode, stored.purge_generation], ["passthrough", 3]);
+    assert.match(stored.note, /^INC-9: cells misrouting \(/);
+    // The next switch changes that document: the purge raises its generation.
+    const purge = await onCall("on-call-purge");
+    assert.equal(purge.status, 0, purge.out);
+    assert.match(purge.out, /- {3}"purge_generation": 3\n.*\+ {3}"purge_generation": 4/s, purge.out);
+    stored = JSON.parse(api.kvGet(namespace, "control"));
+    assert.deepEqual([stored.mode, stored.purge_generation], ["passthrough", 4]);
     assert.deepEqual(api.unknown, []);
+  });
+
+  test("the on-call jobs and rollback refuse to run without an environment and without a reason", (t) => {
+    if (!gcl) return t.skip(whyNot);
+    const job = (name, ...variables) => {
+      const r = gitlabCiLocal(["--force-shell-executor", ...variables.flatMap((v) => ["--variable", v]), name], { timeout: 120_000 });
+      return { status: r.status, out: r.stdout + r.stderr };
+    };
+    for (const name of [...SWITCH_JOBS, "rollback"]) {
+      const none = job(name);
+      assert.notEqual(none.status, 0, none.out);
+      assert.match(none.out, new RegExp(`FAIL\\s+${name}\\b`), none.out);
+      assert.match(none.out, /SWITCH_ENVIRONMENT is not set: .*one of: staging production registry-staging registry-production \(there is no default\)/, none.out);
+      const wrong = job(name, "SWITCH_ENVIRONMENT=prod", "SWITCH_REASON=INC-1");
+      assert.notEqual(wrong.status, 0, wrong.out);
+      assert.match(wrong.out, /SWITCH_ENVIRONMENT=prod is not a deployed environment/, wrong.out);
+      const noReason = job(name, "SWITCH_ENVIRONMENT=production");
+      assert.notEqual(noReason.status, 0, noReason.out);
+      assert.match(noReason.out, /SWITCH_REASON is not set/, noReason.out);
+      // Nothing was installed or run before the check failed.
+      for (const r of [none, wrong, noReason]) assert.doesNotMatch(r.out, /setup\.sh|rulesctl control|deploy-worker\.sh --rollback/, r.out);
+    }
+    const what = job("on-call-invalidate", "SWITCH_ENVIRONMENT=production", "SWITCH_REASON=INC-1");
+    assert.notEqual(what.status, 0, what.out);
+    assert.match(what.out, /INVALIDATE_ARGS is not set/, what.out);
   });
 
   test("PyYAML parses the pipeline: the stages in order and the jobs (the check left when gitlab-ci-local is not there)", (t) => {
