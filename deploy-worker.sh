@@ -16,9 +16,14 @@
 #   deploy-worker.sh --check-lock [<environment>...]
 #                                                   exit 3 when a change lock is
 #                                                   active (for the CI job)
+#   deploy-worker.sh --detach-routes <environment> [--dry-run]
+#                                                   the kill switch: delete the
+#                                                   environment's routes to its
+#                                                   Worker (docs/operations.md)
 #
 # Environment (defaults in brackets):
-#   CLOUDFLARE_API_TOKEN        required, except with --dry-run
+#   CLOUDFLARE_API_TOKEN        required, except with --dry-run (its permissions:
+#                               docs/operations.md, "API token permissions")
 #   CLOUDFLARE_ACCOUNT_ID       the account (wrangler asks the API when unset)
 #   CLOUDFLARE_API_BASE_URL     [Cloudflare's] API base, for wrangler and the routes check
 #   ROLLOUT_PERCENTAGES         ["5 25 50 75 100"] traffic steps for the new version

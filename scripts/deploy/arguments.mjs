@@ -5,6 +5,7 @@ export const USAGE = `Usage:
   deploy-worker.sh <environment> [--dry-run]
   deploy-worker.sh --rollback <environment> [--dry-run]
   deploy-worker.sh --check-lock [<environment>...]
+  deploy-worker.sh --detach-routes <environment> [--dry-run]
 
 Deploys the router to a wrangler environment of wrangler.toml (staging,
 production, registry-staging, registry-production): validates the rulesets,
@@ -13,6 +14,8 @@ new version, smoke-tests it alone, then moves traffic to it in the steps of
 ROLLOUT_PERCENTAGES (default "5 25 50 75 100"), checking health after each
 step and rolling back on failure. ROLLOUT_RECORD names the JSON record a
 deploy writes; --rollback with ROLLBACK_RECORD undoes that deploy.
+--detach-routes deletes the environment's routes to its Worker (the kill
+switch: requests go to the zone's origin; docs/operations.md).
 --dry-run prints the wrangler commands instead of running them.
 See the top of deploy-worker.sh and docs/deploying.md for the variables.
 `;
@@ -25,6 +28,7 @@ export function parseArguments(argv) {
     else if (arg === "--dry-run") args.dryRun = true;
     else if (arg === "--rollback") args.mode = "rollback";
     else if (arg === "--check-lock") args.mode = "check-lock";
+    else if (arg === "--detach-routes") args.mode = "detach-routes";
     else if (arg.startsWith("-")) fail(EXIT.USAGE, `${USAGE}\n${PROGRAM}: error: unknown option ${arg}`, { raw: true });
     else if (args.mode === "check-lock") args.lockEnvironments.push(arg);
     else if (!args.environment) args.environment = arg;

@@ -1,6 +1,6 @@
-// Read-only calls to the Cloudflare API, for what wrangler has no command
-// for (which routes are published). Same base URL and token as wrangler:
-// CLOUDFLARE_API_BASE_URL, CLOUDFLARE_API_TOKEN.
+// Calls to the Cloudflare API for what wrangler has no command for: which
+// routes are published, and deleting one (the kill switch). Same base URL
+// and token as wrangler: CLOUDFLARE_API_BASE_URL, CLOUDFLARE_API_TOKEN.
 
 const DEFAULT_BASE = "https://api.cloudflare.com/client/v4";
 
@@ -11,16 +11,26 @@ export class CloudflareApi {
 
   /** GET path (with query) -> the envelope's result; throws with the API's errors. */
   async get(path, query = {}) {
+    return this.call("GET", path, query);
+  }
+
+  /** DELETE path -> the envelope's result; throws with the API's errors. */
+  async delete(path) {
+    return this.call("DELETE", path);
+  }
+
+  async call(method, path, query = {}) {
     const url = new URL(`${this.baseUrl}${path}`);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const res = await fetch(url, {
+      method,
       headers: { authorization: `Bearer ${this.token}`, accept: "application/json" },
       signal: AbortSignal.timeout(this.timeoutMs),
     });
     const body = await res.json().catch(() => null);
     if (!res.ok || !body?.success) {
       const errors = (body?.errors ?? []).map((e) => `${e.message} [code: ${e.code}]`).join("; ");
-      throw new Error(`GET ${url.pathname} answered ${res.status}${errors ? `: ${errors}` : ""}`);
+      throw new Error(`${method} ${url.pathname} answered ${res.status}${errors ? `: ${errors}` : ""}`);
     }
     return body.result;
   }

@@ -8,6 +8,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { CloudflareApi } from "./cloudflare-api.mjs";
 import { Deploy } from "./deploy.mjs";
+import { detachRoutes } from "./detach-routes.mjs";
 import { parseArguments, USAGE } from "./arguments.mjs";
 import { DeployError, EXIT, fail, PROGRAM, say } from "./log.mjs";
 import { buildWorker, checkChangeLock, checkEnvironment, checkSmokeSecret, checkToken, validateRulesets } from "./preflight.mjs";
@@ -42,6 +43,10 @@ async function main(argv) {
   if (!args.environment) fail(EXIT.USAGE, USAGE.trimEnd(), { raw: true });
   const env = checkEnvironment(config, args.environment);
   checkToken(settings, args.dryRun);
+  if (args.mode === "detach-routes") {
+    say(`detach-routes ${env.workerName} (--env ${env.key})${args.dryRun ? " [dry run]" : ""}`);
+    return detachRoutes({ api: new CloudflareApi(), env, dryRun: args.dryRun });
+  }
   checkSmokeSecret(settings, args.dryRun);
 
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "deploy-worker."));

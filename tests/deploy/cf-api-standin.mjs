@@ -12,6 +12,7 @@
 //   api.failDeploymentPost(3) -> the 3rd POST .../deployments answers 500
 //   api.failRoutesPut(1)   -> the 1st PUT .../scripts/:name/routes answers 500
 //   api.failScriptPut(name) -> every PUT .../scripts/:name (wrangler deploy) answers 500
+//   api.kvPut(ns, key, text) / api.kvGet(ns, key) -> a Workers KV value (wrangler kv key get/put --remote)
 //   api.requests           -> [{method, path, query, json?, text?, parts?, status}]
 //   api.unknown            -> the requests nothing here implements
 //   await api.close()
@@ -29,6 +30,8 @@ const zoneId = (name) => createHash("md5").update(name).digest("hex");
 
 export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } = {}) {
   const scripts = new Map(); // name -> script record
+  const kv = new Map(); // namespace id -> Map(key -> text)
+  const kvStore = (ns) => kv.get(ns) ?? kv.set(ns, new Map()).get(ns);
   const requests = [];
   const unknown = [];
   let deploymentPosts = 0;
@@ -206,6 +209,38 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
       const routes = [...scripts.values()].flatMap((s) => s.routes.filter((r) => zoneId(r.zone_name ?? "") === zm[1]));
       return reply(200, envelope(routes));
     }
+    // DELETE a route by id (deploy-worker.sh --detach-routes): the Worker no longer serves its pattern.
+    if ((zm = url.pathname.match(/^\/client\/v4\/zones\/([0-9a-f]{32})\/workers\/routes\/([^/]+)$/)) && req.method === "DELETE") {
+      for (const script of scripts.values()) {
+        const route = script.routes.find((r) => r.id === zm[2] && zoneId(r.zone_name ?? "") === zm[1]);
+        if (route) {
+          script.routes = script.routes.filter((r) => r !== route);
+          return reply(200, envelope({ id: route.id }));
+        }
+      }
+      return reply(404, failure(10020, `stand-in: no route ${zm[2]} in zone ${zm[1]}`));
+    }
+
+    // Workers KV values: what `wrangler kv key get/put --remote` calls (rulesctl control).
+    const km = url.pathname.match(/^\/client\/v4\/accounts\/([0-9a-f]{32})\/storage\/kv\/namespaces\/([^/]+)\/values\/([^/]+)$/);
+    if (km && (req.method === "GET" || req.method === "PUT")) {
+      const store = kvStore(km[2]);
+      const key = decodeURIComponent(km[3]);
+      if (req.method === "GET") {
+        if (!store.has(key)) return reply(404, failure(10009, "get: 'key not found'"));
+        record.status = 200;
+        res.writeHead(200, { "content-type": "application/octet-stream" });
+        return res.end(store.get(key));
+      }
+      let value = raw.toString("utf8");
+      if (type.startsWith("multipart/form-data")) {
+        const form = await new Request("http://standin/", { method: "POST", headers: { "content-type": type }, body: raw }).formData();
+        const part = form.get("value");
+        value = typeof part === "string" ? part : Buffer.from(await part.arrayBuffer()).toString("utf8");
+      }
+      store.set(key, value);
+      return reply(200, envelope(null));
+    }
 
     const prefix = url.pathname.match(/^\/client\/v4\/accounts\/([0-9a-f]{32})\/workers\/(.*)$/);
     if (prefix) {
@@ -352,6 +387,12 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     unknown,
     scripts,
     seed,
+    kvPut(ns, key, text) {
+      kvStore(ns).set(key, text);
+    },
+    kvGet(ns, key) {
+      return kvStore(ns).get(key);
+    },
     failDeploymentPost(n) {
       failingPosts.add(n);
     },

@@ -1,0 +1,62 @@
+// deploy-worker.sh --detach-routes, the kill switch (docs/operations.md, "The
+// kill switch: detaching the route"): the real script against the Cloudflare
+// API stand-in deletes the environment's routes to its Worker and nothing
+// else, and the pinned wrangler's `triggers deploy`, the documented way back,
+// attaches them again.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { before, test } from "node:test";
+import { startStandin } from "./cf-api-standin.mjs";
+import { ensureBuild, explain, makeProject, REPO, runDeploy, workerName, workerRoutes } from "./helpers.mjs";
+
+const ENV = "staging";
+const NAME = workerName(ENV);
+
+before(() => ensureBuild());
+
+const published = (api) => [...api.scripts.values()].flatMap((s) => s.routes.map((r) => `${r.pattern} -> ${r.script}`)).sort();
+
+test("--detach-routes deletes the environment's routes to its Worker; wrangler triggers deploy attaches them again", async (t) => {
+  const api = await startStandin();
+  t.after(() => api.close());
+  const project = makeProject(t);
+  api.seed(NAME, { routes: workerRoutes(ENV) });
+  // Another Worker's route in the same zone is not the router's to detach.
+  api.seed("another-worker", { routes: [{ pattern: "staging.gitlab.com/static/*", zone_name: "gitlab.com" }] });
+  const before = [`staging.gitlab.com/* -> ${NAME}`, "staging.gitlab.com/static/* -> another-worker"];
+  assert.deepEqual(published(api), before);
+
+  const dry = await runDeploy(["--detach-routes", ENV, "--dry-run"], project.env(api));
+  assert.equal(dry.code, 0, explain(dry));
+  assert.match(dry.stdout, new RegExp(`^DRY-RUN: DELETE /zones/[0-9a-f]{32}/workers/routes/[0-9a-f-]+   # staging\\.gitlab\\.com/\\* -> ${NAME}$`, "m"));
+  assert.deepEqual(published(api), before, "a dry run deletes nothing");
+  assert.equal(api.requests.filter((r) => r.method !== "GET").length, 0);
+
+  const r = await runDeploy(["--detach-routes", ENV], project.env(api));
+  assert.equal(r.code, 0, explain(r));
+  assert.match(r.stderr, new RegExp(`detached staging\\.gitlab\\.com/\\* from ${NAME}: its requests go to the zone's origin now`));
+  assert.match(r.stderr, /npx wrangler triggers deploy --env staging/);
+  assert.deepEqual(published(api), ["staging.gitlab.com/static/* -> another-worker"]);
+
+  const again = await runDeploy(["--detach-routes", ENV], project.env(api));
+  assert.equal(again.code, 0, explain(again));
+  assert.match(again.stderr, /nothing to detach/);
+
+  // The way back, as docs/operations.md gives it.
+  const attach = spawnSync(path.join(REPO, "node_modules/.bin/wrangler"), ["triggers", "deploy", "--env", ENV, "--config", project.config], {
+    cwd: project.dir,
+    env: project.env(api),
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  assert.equal(attach.status, 0, attach.stdout + attach.stderr);
+  assert.deepEqual(published(api), before);
+  assert.deepEqual(api.unknown.map((q) => `${q.method} ${q.path}`), []);
+
+  // dev is the local stack; an unknown environment is refused.
+  for (const env of ["dev", "prod"]) {
+    const refused = await runDeploy(["--detach-routes", env], project.env(api));
+    assert.equal(refused.code, 2, explain(refused));
+  }
+});
