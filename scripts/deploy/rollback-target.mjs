@@ -6,15 +6,29 @@ export class RollbackError extends Error {}
 
 const serving = (deployment) => deployment.versions.filter((v) => (v.percentage ?? 0) > 0);
 
+/** The message deploy-worker.sh --rollback deploys with (rollback.mjs), found again in the history. */
+export const ROLLBACK_MESSAGE = "rollback by deploy-worker.sh";
+
+/** Whether a deployment of the history was a rollback (this program's, or `wrangler rollback`'s). */
+const isRollback = (deployment) =>
+  deployment.annotations?.["workers/message"] === ROLLBACK_MESSAGE || deployment.annotations?.["workers/triggered_by"] === "rollback";
+
 /**
  * From `wrangler deployments list --json` (any order): during a rollout (two
  * versions serving) the version that served 100 % before it began; otherwise
- * the most recent version other than the one serving now.
+ * the most recent version other than the one serving now. Refused when the
+ * latest deployment was itself a rollback: the most recent other version is
+ * then the one it rolled back from.
  */
 export function previousVersion(deployments) {
   const history = [...deployments].sort((a, b) => String(b.created_on ?? "").localeCompare(String(a.created_on ?? "")));
   if (history.length === 0) throw new RollbackError("the Worker has no deployments");
   const now = serving(history[0]);
+  if (isRollback(history[0])) {
+    throw new RollbackError(
+      `the latest deployment (${history[0].created_on ?? "?"}, ${now.map((v) => v.version_id).join(", ")}) was itself a rollback: another one from the history would put back the version it rolled back from. Set ROLLBACK_VERSION=<id> to say which version`,
+    );
+  }
   const ids = new Set(now.map((v) => v.version_id));
   if (now.length > 1) {
     for (const d of history.slice(1)) {

@@ -3,13 +3,13 @@
 // says served before that deploy, else the previous one in the history.
 import { deploymentVersions, readDeploymentHistory } from "./deployment-state.mjs";
 import { EXIT, fail, say } from "./log.mjs";
-import { previousVersion, RollbackError, targetFromRecord } from "./rollback-target.mjs";
+import { previousVersion, ROLLBACK_MESSAGE, RollbackError, targetFromRecord } from "./rollback-target.mjs";
 import { readRecord, RecordFile } from "./rollout-record.mjs";
 import { lastEntry } from "./wrangler.mjs";
 
 export async function rollback({ settings, env, wrangler, dryRun, recordFile }) {
   const envArgs = ["--env", env.key];
-  const message = "rollback by deploy-worker.sh";
+  const message = ROLLBACK_MESSAGE;
   let target = settings.rollbackVersion;
   let record = null;
   if (!target && recordFile) {

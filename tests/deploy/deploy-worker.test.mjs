@@ -375,9 +375,14 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.equal(rb.code, 0, explain(rb));
     assert.deepEqual(api.deploymentsPosted(NAME).at(-1), [{ version_id: oldVersion, percentage: 100 }]);
     assert.match(rb.stderr, new RegExp(`${oldVersion} serves 100%`));
-    // rolling back again goes forward to the other one (the previous version)
+    // rolling back again would put the bad version back: refused, nothing deployed
     const rb2 = await runDeploy(["--rollback", ENV], project.env(api));
-    assert.equal(rb2.code, 0, explain(rb2));
+    assert.equal(rb2.code, 1, explain(rb2));
+    assert.match(rb2.stderr, /was itself a rollback.*ROLLBACK_VERSION=<id>/);
+    assert.deepEqual(api.deploymentsPosted(NAME).at(-1), [{ version_id: oldVersion, percentage: 100 }]);
+    // ROLLBACK_VERSION says which
+    const rb3 = await runDeploy(["--rollback", ENV], project.env(api, { ROLLBACK_VERSION: newVersion }));
+    assert.equal(rb3.code, 0, explain(rb3));
     assert.deepEqual(api.deploymentsPosted(NAME).at(-1), [{ version_id: newVersion, percentage: 100 }]);
   });
 

@@ -18,6 +18,15 @@ describe("previousVersion (deployment history)", () => {
     const history = [d("3", ["new", 100]), d("2", ["new", 0], ["old", 100]), d("1", ["old", 100])];
     assert.equal(previousVersion(history), "old");
   });
+  test("after a rollback: refused (the most recent other version is the one rolled back from)", () => {
+    const rolledBack = { ...d("3", ["a", 100]), annotations: { "workers/message": "rollback by deploy-worker.sh" } };
+    const history = [rolledBack, d("2", ["bad", 100]), d("1", ["a", 100])];
+    assert.throws(() => previousVersion(history), (e) => e instanceof RollbackError && /was itself a rollback.*ROLLBACK_VERSION/.test(e.message));
+    const byWrangler = { ...d("3", ["a", 100]), annotations: { "workers/triggered_by": "rollback" } };
+    assert.throws(() => previousVersion([byWrangler, d("2", ["bad", 100])]), /itself a rollback/);
+    // An ordinary deploy after the rollback: the history decides again.
+    assert.equal(previousVersion([d("4", ["c", 100]), rolledBack, d("2", ["bad", 100])]), "a");
+  });
   test("no history or nothing else: a clear error", () => {
     assert.throws(() => previousVersion([]), (e) => e instanceof RollbackError && /no deployments/.test(e.message));
     assert.throws(() => previousVersion([d("1", ["a", 100])]), /nothing to roll back to/);
