@@ -23,7 +23,7 @@ export function checkEnvironment(config, name) {
 
 export function checkToken(settings, dryRun) {
   if (!dryRun && !settings.token) {
-    fail(EXIT.USAGE, "CLOUDFLARE_API_TOKEN is not set: create an API token with the 'Edit Cloudflare Workers' permissions and export it (in CI: a masked, protected variable), or use --dry-run");
+    fail(EXIT.USAGE, "CLOUDFLARE_API_TOKEN is not set: create an API token with the permissions docs/operations.md lists (\"API token permissions\"; Cloudflare's 'Edit Cloudflare Workers' template includes them) and export it (in CI: a masked, protected variable), or use --dry-run");
   }
 }
 

@@ -118,6 +118,208 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// A document's rulesctl command lines: (line number, words, whether
+    /// the line is a whole command). A fenced code block's lines (joined
+    /// over a trailing `\`) are whole commands; an inline code span
+    /// (`rulesctl …` in prose) may name a verb only. The words run from
+    /// `rulesctl` (or `cargo run … --bin rulesctl --`) to the end, a pipe,
+    /// `;`, `&&`, a redirection or a comment; `<placeholder>`s read as 1.
+    fn doc_commands(text: &str) -> Vec<(usize, Vec<String>, bool)> {
+        fn words(command: &str) -> Vec<String> {
+            // A synopsis's optional parts ("[--content-type T]") are left out.
+            let mut required = String::new();
+            let mut rest = command;
+            while let Some(open) = rest.find("[-") {
+                let Some(close) = rest[open..].find(']') else {
+                    break;
+                };
+                required.push_str(&rest[..open]);
+                rest = &rest[open + close + 1..];
+            }
+            required.push_str(rest);
+            let mut placeheld = String::new();
+            let mut rest = required.as_str();
+            while let Some(open) = rest.find('<') {
+                let Some(close) = rest[open..].find('>') else {
+                    break;
+                };
+                placeheld.push_str(&rest[..open]);
+                placeheld.push('1');
+                rest = &rest[open + close + 1..];
+            }
+            placeheld.push_str(rest);
+            let (mut words, mut word, mut quote, mut started) =
+                (Vec::new(), String::new(), None, false);
+            let mut chars = placeheld.chars();
+            while let Some(c) = chars.next() {
+                match (quote, c) {
+                    (None, '\'' | '"') => {
+                        quote = Some(c);
+                        started = true;
+                    }
+                    (Some(q), c) if c == q => quote = None,
+                    (Some('"') | None, '\\') => {
+                        if let Some(next) = chars.next() {
+                            word.push(next);
+                        }
+                    }
+                    (None, c) if c.is_whitespace() => {
+                        if started || !word.is_empty() {
+                            words.push(std::mem::take(&mut word));
+                        }
+                        started = false;
+                    }
+                    (None, '|' | ';' | '>' | '&') => break,
+                    (None, '#') if word.is_empty() && !started => break,
+                    (_, c) => word.push(c),
+                }
+            }
+            if started || !word.is_empty() {
+                words.push(word);
+            }
+            words.retain(|w| w != "…" && w != "...");
+            words
+        }
+        fn from_rulesctl(line: &str) -> Option<String> {
+            let line = line.trim().trim_start_matches("$ ");
+            if let Some(at) = line.find("--bin rulesctl -- ") {
+                return Some(format!("rulesctl {}", &line[at + 18..]));
+            }
+            let at = line.find("rulesctl ")?;
+            let before = &line[..at];
+            (before.is_empty() || before.ends_with(' ') || before.ends_with('/'))
+                .then(|| line[at..].to_string())
+        }
+        let mut found = Vec::new();
+        let mut fenced = false;
+        let mut pending: Option<(usize, String)> = None;
+        let mut paragraph: Option<(usize, String)> = None;
+        let flush = |paragraph: &mut Option<(usize, String)>,
+                     found: &mut Vec<(usize, Vec<String>, bool)>| {
+            if let Some((n, text)) = paragraph.take() {
+                for (i, span) in text.split('`').enumerate() {
+                    if i % 2 == 1 && span.starts_with("rulesctl ") {
+                        found.push((n, words(span), false));
+                    }
+                }
+            }
+        };
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
+            if line.trim_start().starts_with("```") {
+                flush(&mut paragraph, &mut found);
+                fenced = !fenced;
+                continue;
+            }
+            if fenced {
+                let (start, joined) = match pending.take() {
+                    Some((start, head)) => (start, format!("{head} {}", line.trim())),
+                    None => (n, line.to_string()),
+                };
+                if let Some(head) = joined.trim_end().strip_suffix('\\') {
+                    pending = Some((start, head.to_string()));
+                } else if let Some(command) = from_rulesctl(&joined) {
+                    found.push((start, words(&command), true));
+                }
+            } else if line.trim().is_empty() {
+                flush(&mut paragraph, &mut found);
+            } else {
+                match &mut paragraph {
+                    Some((_, text)) => {
+                        text.push(' ');
+                        text.push_str(line);
+                    }
+                    None => paragraph = Some((n, line.to_string())),
+                }
+            }
+        }
+        flush(&mut paragraph, &mut found);
+        found
+    }
+
+    /// Every rulesctl command the runbooks and the README give parses with
+    /// this rulesctl: a whole command line (a code block) as it is, a verb
+    /// named in prose as far as it goes (missing arguments allowed,
+    /// unknown verbs and options not); an `--env` they name is an
+    /// environment of wrangler.toml.
+    #[test]
+    fn the_documented_commands_parse() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let read = |f: &str| std::fs::read_to_string(root.join(f)).unwrap();
+        let environments = crate::kv::environments(&read("wrangler.toml"));
+        let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
+            .unwrap()
+            .map(|e| format!("docs/{}", e.unwrap().file_name().to_string_lossy()))
+            .filter(|f| f.ends_with(".md"))
+            .collect();
+        docs.push("README.md".into());
+        let (mut whole, mut failures) = (0, Vec::new());
+        for doc in &docs {
+            for (line, words, is_whole) in doc_commands(&read(doc)) {
+                let shown = format!("{doc}:{line}: {}", words.join(" "));
+                match Cli::try_parse_from(&words) {
+                    Ok(_) => whole += usize::from(is_whole),
+                    Err(e) => {
+                        use clap::error::ErrorKind::*;
+                        // Prose names a verb without its arguments, or
+                        // an option without its value.
+                        let an_option_named = e.kind() == InvalidValue
+                            && words.last().is_some_and(|w| w.starts_with("--"));
+                        let a_verb_named = an_option_named
+                            || matches!(
+                                e.kind(),
+                                MissingRequiredArgument
+                                    | MissingSubcommand
+                                    | DisplayHelpOnMissingArgumentOrSubcommand
+                            );
+                        if is_whole || !a_verb_named {
+                            failures.push(format!("{shown}\n{e}"));
+                        }
+                    }
+                }
+                if let Some(at) = words.iter().position(|w| w == "--env") {
+                    let env = words.get(at + 1).map_or("", String::as_str);
+                    if !env.starts_with('$') && env != "1" && !environments.iter().any(|e| e == env)
+                    {
+                        failures.push(format!("{shown}\n--env {env} is not in wrangler.toml"));
+                    }
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+        assert!(whole >= 20, "only {whole} whole command lines found");
+    }
+
+    #[test]
+    fn doc_commands_are_read_from_blocks_and_spans() {
+        let text = "Run `rulesctl control show --env <env>` or\n`rulesctl control\nput`.\n\n```sh\nrulesctl token [--cell N] --decode T\nrulesctl control set --env production mode=passthrough note=\"INC 1: x\" --yes   # why\nbin/rulesctl control invalidate --env production \\\n  --cell 2 --dry-run | tee log\necho rulesctl\ncargo run -q --bin rulesctl -- validate\n```\n";
+        let found = doc_commands(text);
+        let shown: Vec<(usize, String, bool)> = found
+            .into_iter()
+            .map(|(n, w, whole)| (n, w.join("|"), whole))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (1, "rulesctl|control|show|--env|1".to_string(), false),
+                (1, "rulesctl|control|put".to_string(), false),
+                (6, "rulesctl|token|--decode|T".to_string(), true),
+                (
+                    7,
+                    "rulesctl|control|set|--env|production|mode=passthrough|note=INC 1: x|--yes"
+                        .to_string(),
+                    true
+                ),
+                (
+                    8,
+                    "rulesctl|control|invalidate|--env|production|--cell|2|--dry-run".to_string(),
+                    true
+                ),
+                (11, "rulesctl|validate".to_string(), true),
+            ]
+        );
+    }
+
     /// The command lines of the docs, scripts and tests that the
     /// integration tests do not run (they need wrangler or a stack).
     #[test]
