@@ -1,7 +1,7 @@
-// A local stand-in for the part of the Cloudflare API that wrangler 4.86.0
-// calls when deploy-worker.sh deploys, uploads versions, splits traffic and
-// rolls back (see TOOLCHAIN.md). It listens on 127.0.0.1 on a free port,
-// keeps state so wrangler's reads see its writes, records every request, and
+// A local stand-in for the part of the Cloudflare API that the pinned wrangler
+// (package.json) calls when deploy-worker.sh deploys, uploads versions, splits
+// traffic and rolls back (wrangler-contract.test.mjs checks it on that
+// wrangler). It listens on 127.0.0.1 on a free port, keeps state so wrangler's reads see its writes, records every request, and
 // answers anything it does not implement with a loud log line and a 404 in
 // the Cloudflare envelope, so a call wrangler starts making is found at once.
 //
@@ -12,6 +12,8 @@
 //   api.failDeploymentPost(3) -> the 3rd POST .../deployments answers 500
 //   api.failRoutesPut(1)   -> the 1st PUT .../scripts/:name/routes answers 500
 //   api.failScriptPut(name) -> every PUT .../scripts/:name (wrangler deploy) answers 500
+//   api.failDeploymentsGet(403, 9109) -> every GET .../scripts/:name/deployments
+//                            answers that status and API error code
 //   api.requests           -> [{method, path, query, json?, text?, parts?, status}]
 //   api.unknown            -> the requests nothing here implements
 //   await api.close()
@@ -33,6 +35,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
   let routesPuts = 0;
   const failingRoutesPuts = new Set();
   const failingScriptPuts = new Set();
+  let failingDeploymentsGet = null;
   let clock = Date.parse("2026-05-01T10:00:00Z");
   const now = () => new Date((clock += 1000)).toISOString();
 
@@ -217,9 +220,9 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
         return script ? reply(200, envelope(serviceOf(script))) : reply(404, failure(10090, "workers.api.error.service_not_found"));
       }
       // GET workers/:name (the Workers API's Worker resource): wrangler
-      // 4.164 reads the Worker's workers.dev and Preview URL state from it
+      // deploy reads the Worker's workers.dev and Preview URL state from it
       // (subdomain.enabled / previews_enabled) before it POSTs
-      // scripts/:name/subdomain, where 4.86 read GET scripts/:name/subdomain.
+      // scripts/:name/subdomain.
       if ((m = rest.match(/^workers\/([^/]+)$/)) && req.method === "GET") {
         const script = scripts.get(m[1]);
         if (!script) return reply(404, failure(10007, "workers.api.error.script_not_found"));
@@ -278,6 +281,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
         }
         if (!script) return reply(404, failure(10007, "workers.api.error.script_not_found"));
         if (sub === "/deployments" && req.method === "GET") {
+          if (failingDeploymentsGet) return reply(failingDeploymentsGet.status, failure(failingDeploymentsGet.code, "stand-in: GET deployments fails on purpose"));
           return reply(200, envelope({ deployments: script.deployments.map(({ ...d }) => d) }));
         }
         if (sub === "/deployments" && req.method === "POST") {
@@ -322,8 +326,8 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
           const { parts, ...rest } = version;
           return reply(200, envelope(rest));
         }
-        // GET scripts/:name/secrets: wrangler 4.164's deploy and versions
-        // upload refuse (or ask) when a [vars] name or binding would override
+        // GET scripts/:name/secrets: wrangler deploy and versions upload
+        // warn (and ask) when a [vars] name or binding would override
         // a secret of the Worker; names and types only, as the API answers.
         if (sub === "/secrets" && req.method === "GET") {
           return reply(200, envelope(script.secrets.map((name) => ({ name, type: "secret_text" }))));
@@ -385,6 +389,9 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     },
     failScriptPut(name) {
       failingScriptPuts.add(name);
+    },
+    failDeploymentsGet(status, code) {
+      failingDeploymentsGet = { status, code };
     },
     /** the POST .../deployments bodies that succeeded, oldest first */
     deploymentsPosted(name) {
