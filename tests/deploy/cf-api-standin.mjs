@@ -1,9 +1,10 @@
 // A local stand-in for the part of the Cloudflare API that the pinned wrangler
 // (package.json) calls when deploy-worker.sh deploys, uploads versions, splits
 // traffic and rolls back (wrangler-contract.test.mjs checks it on that
-// wrangler). It listens on 127.0.0.1 on a free port, keeps state so wrangler's reads see its writes, records every request, and
-// answers anything it does not implement with a loud log line and a 404 in
-// the Cloudflare envelope, so a call wrangler starts making is found at once.
+// wrangler). It listens on 127.0.0.1 on a free port, keeps state so
+// wrangler's reads see its writes, records every request, and answers
+// anything it does not implement with a loud log line and a 404 in the
+// Cloudflare envelope, so a call wrangler starts making is found at once.
 //
 //   const api = await startStandin();
 //   api.baseUrl            -> http://127.0.0.1:PORT/client/v4 (CLOUDFLARE_API_BASE_URL)
