@@ -4,7 +4,7 @@
 // else, and the pinned wrangler's `triggers deploy`, the documented way back,
 // attaches them again.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import path from "node:path";
 import { before, test } from "node:test";
 import { startStandin } from "./cf-api-standin.mjs";
@@ -44,13 +44,23 @@ test("--detach-routes deletes the environment's routes to its Worker; wrangler t
   assert.match(again.stderr, /nothing to detach/);
 
   // The way back, as docs/operations.md gives it.
-  const attach = spawnSync(path.join(REPO, "node_modules/.bin/wrangler"), ["triggers", "deploy", "--env", ENV, "--config", project.config], {
-    cwd: project.dir,
-    env: project.env(api),
-    encoding: "utf8",
-    timeout: 120_000,
+  // (spawned, not spawnSync: the stand-in answers from this process's event loop)
+  const attach = await new Promise((resolve) => {
+    const child = spawn(path.join(REPO, "node_modules/.bin/wrangler"), ["triggers", "deploy", "--env", ENV, "--config", project.config], {
+      cwd: project.dir,
+      env: project.env(api),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    child.on("close", (status) => {
+      clearTimeout(timer);
+      resolve({ status, out });
+    });
   });
-  assert.equal(attach.status, 0, attach.stdout + attach.stderr);
+  assert.equal(attach.status, 0, attach.out);
   assert.deepEqual(published(api), before);
   assert.deepEqual(api.unknown.map((q) => `${q.method} ${q.path}`), []);
 

@@ -275,6 +275,7 @@ describe(".gitlab-ci.yml", () => {
     const on = await onCall("on-call-passthrough", "START_GENERATION=3");
     assert.equal(on.status, 0, on.out);
     assert.match(on.out, /PASS\s+on-call-passthrough/, on.out);
+    assertPinnedNode(on.out, "on-call-passthrough");
     assert.match(on.out, /on-call: running bin\/rulesctl control set --env staging --start-generation 3 mode=passthrough .*--yes/, on.out);
     assert.match(on.out, /--- stored \(the remote ROUTER_CONTROL namespace of --env staging\): nothing stored/, on.out);
     assert.match(on.out, /\+ {3}"mode": "passthrough",/, on.out);
