@@ -230,17 +230,11 @@ fn read_number(v: &str, default: u32, min: u32, max: u32) -> (u32, Option<(Strin
         }
         Some(n) if n > u64::from(max) => (
             max,
-            Some((
-                format!("above the maximum, {max}"),
-                format!("using {max}"),
-            )),
+            Some((format!("above the maximum, {max}"), format!("using {max}"))),
         ),
         _ => (
             min,
-            Some((
-                format!("below the minimum, {min}"),
-                format!("using {min}"),
-            )),
+            Some((format!("below the minimum, {min}"), format!("using {min}"))),
         ),
     }
 }
@@ -709,9 +703,11 @@ mod tests {
         assert_eq!(c.not_found_delay, None);
         let (c, problems) = read(&[("GITLAB_NOT_FOUND_DELAY_MS", "250-50")]);
         assert_eq!(c.not_found_delay, None);
-        assert!(problems.iter().any(|p| p.setting == "GITLAB_NOT_FOUND_DELAY_MS"
-            && p.value.as_deref() == Some("250-50")
-            && p.level == Level::Warn));
+        assert!(problems
+            .iter()
+            .any(|p| p.setting == "GITLAB_NOT_FOUND_DELAY_MS"
+                && p.value.as_deref() == Some("250-50")
+                && p.level == Level::Warn));
     }
 
     #[test]
@@ -803,7 +799,9 @@ mod tests {
         assert_eq!(c.client.retries, ClientPolicy::default().retries);
         assert!(c.allowed_upstreams.allows("ok.example.com"));
         assert_eq!(problems.len(), 6, "{problems:#?}");
-        assert!(problems.iter().all(|p| p.to_string().starts_with("GITLAB_")));
+        assert!(problems
+            .iter()
+            .all(|p| p.to_string().starts_with("GITLAB_")));
     }
 
     #[test]
@@ -1064,5 +1062,46 @@ mod tests {
         assert!(matches!(c.signer, Ok(Some(_))));
         assert!(about(&problems, "GITLAB_ROUTER_SIGNING_KEY").is_empty());
         assert!(c.smoke_test_secret.is_some() && c.client_secret.is_some());
+    }
+
+    /// README.md's settings table has a row for every setting, each with
+    /// its accepted values and what an unreadable value does.
+    #[test]
+    fn the_readme_table_has_every_setting() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+                .expect("README.md");
+        let section = readme
+            .split("## Configuration\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("a Configuration section");
+        let mut named = Vec::new();
+        for row in section.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+            assert_eq!(cells.len(), 5, "{row}");
+            // `A_B_C` / `_D`: A_B_D.
+            let mut first: Option<String> = None;
+            for item in cells[0].split(" / ") {
+                let item = item.trim().trim_matches('`');
+                match (&first, item.strip_prefix('_')) {
+                    (Some(full), Some(tail)) => {
+                        let keep = full.split('_').count() - tail.split('_').count();
+                        let base: Vec<&str> = full.split('_').take(keep).collect();
+                        named.push(format!("{}_{tail}", base.join("_")));
+                    }
+                    _ => {
+                        first = Some(item.to_string());
+                        named.push(item.to_string());
+                    }
+                }
+            }
+        }
+        for name in vars::ALL {
+            assert!(
+                named.iter().any(|n| n == name),
+                "{name} is not in README.md's table: {named:?}"
+            );
+        }
     }
 }

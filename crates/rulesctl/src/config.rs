@@ -187,7 +187,10 @@ impl Environment {
         let doc: toml::Table = toml::from_str(text)
             .map_err(|e| Failure::data(format!("{}: not TOML: {e}", file.display())))?;
         let envs = doc.get("env").and_then(toml::Value::as_table);
-        let Some(env) = envs.and_then(|t| t.get(name)).and_then(toml::Value::as_table) else {
+        let Some(env) = envs
+            .and_then(|t| t.get(name))
+            .and_then(toml::Value::as_table)
+        else {
             let known: Vec<&str> = envs
                 .map(|t| t.keys().map(String::as_str).collect())
                 .unwrap_or_default();
@@ -240,9 +243,7 @@ impl Environment {
                     key,
                     None,
                     "a secret in [vars]: kept in wrangler.toml and shown in plain text",
-                    &format!(
-                        "remove it and set it with `wrangler secret put {key} --env {name}`"
-                    ),
+                    &format!("remove it and set it with `wrangler secret put {key} --env {name}`"),
                 ));
             } else if !value.is_str() {
                 problems.push(Problem::warn(
@@ -303,12 +304,9 @@ fn ruleset_problem(config: &Config, dir: &DirArg) -> Option<Problem> {
     }
     match rules::load_arg(&dir.dir(), name) {
         Ok(_) => None,
-        Err(Failure::Data(e) | Failure::Usage(e)) => Some(Problem::error(
-            vars::RULES_CONFIG,
-            Some(name),
-            &e,
-            INSTEAD,
-        )),
+        Err(Failure::Data(e) | Failure::Usage(e)) => {
+            Some(Problem::error(vars::RULES_CONFIG, Some(name), &e, INSTEAD))
+        }
     }
 }
 
@@ -361,10 +359,7 @@ required = ["GITLAB_SMOKE_TEST_SECRET", "OTHER"]
     fn an_environment_is_read_as_wrangler_reads_it() {
         let env = Environment::read(TOML, Path::new("w.toml"), "staging").unwrap();
         assert_eq!(env.vars.len(), 5);
-        assert_eq!(
-            env.required_secrets,
-            ["GITLAB_SMOKE_TEST_SECRET", "OTHER"]
-        );
+        assert_eq!(env.required_secrets, ["GITLAB_SMOKE_TEST_SECRET", "OTHER"]);
         let text: Vec<String> = env.problems.iter().map(ToString::to_string).collect();
         // Top-level vars are not inherited: the one staging lacks is named.
         assert!(text

@@ -40,10 +40,7 @@ fn check(args: &[&str]) -> Run {
 
 /// A wrangler.toml in a fresh temporary directory.
 fn config(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "rulesctl-config-{}-{name}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("rulesctl-config-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("wrangler.toml");
     std::fs::write(&file, text).expect("write");
@@ -109,7 +106,10 @@ fn each_problem_is_named_and_fails_the_check() {
     ] {
         assert!(run.stdout.contains(line), "no {line:?} in\n{}", run.stdout);
     }
-    assert!(!run.stdout.contains("hunter2"), "a secret's value was shown");
+    assert!(
+        !run.stdout.contains("hunter2"),
+        "a secret's value was shown"
+    );
 
     let run = check(&["--env", "staging", "--config", file, "--json"]);
     assert_eq!(run.code, 1);
@@ -179,7 +179,14 @@ fn an_unknown_environment_or_secret_is_a_usage_error() {
     );
     assert!(run.stderr.contains("production") && run.stderr.contains("staging"));
     assert!(run.stdout.is_empty());
-    let run = check(&["--env", "staging", "--config", file, "--secret", "SENTRY_DSN"]);
+    let run = check(&[
+        "--env",
+        "staging",
+        "--config",
+        file,
+        "--secret",
+        "SENTRY_DSN",
+    ]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("not a secret the router reads"));
     let run = check(&["--config", file]);

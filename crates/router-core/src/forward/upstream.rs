@@ -53,8 +53,8 @@ impl AllowList {
     /// Parses a comma- or whitespace-separated list; the first bad entry
     /// is the error.
     pub fn parse(spec: &str) -> Result<AllowList, String> {
-        let (list, mut bad) = AllowList::parse_each(spec);
-        match bad.drain(..).next() {
+        let (list, bad) = AllowList::parse_each(spec);
+        match bad.into_iter().next() {
             Some((raw, e)) => Err(format!("allow-list entry {raw:?}: {e}")),
             None => Ok(list),
         }
