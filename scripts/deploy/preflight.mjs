@@ -1,5 +1,6 @@
 // What runs before anything is uploaded: the environment exists and has no
-// placeholder left, the token is there, the rulesets are valid, no change lock is active, the build.
+// placeholder left, the token is there, the rulesets are valid, the
+// configuration has no problem, no change lock is active, the build.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -97,7 +98,7 @@ function run(cmd, args, cwd) {
   });
 }
 
-/** The environment's ruleset exists, its vars are set, and `rulesctl validate` passes. */
+/** The environment's ruleset exists, its vars are set, `rulesctl validate` passes and `rulesctl config check` finds no problem. */
 export async function validateRulesets(settings, config, env) {
   const rulesDir = path.join(path.dirname(config.file), "rules");
   const ruleset = env.vars.GITLAB_RULES_CONFIG;
@@ -122,6 +123,48 @@ export async function validateRulesets(settings, config, env) {
   const status = await run(cmd, [...args, "validate"], settings.root);
   if (status === 1) fail(EXIT.FAILED, "rulesctl validate: the rulesets are invalid (see above); nothing was deployed");
   if (status !== 0) fail(EXIT.FAILED, `rulesctl validate failed to run (exit ${status}); nothing was deployed`);
+  await checkConfiguration(settings, config, env);
+}
+
+/**
+ * The environment's [vars] and secret names through the router's own parser
+ * (`rulesctl config check`): any problem stops the deploy before anything is
+ * uploaded. The secrets it is told of: GITLAB_SMOKE_TEST_SECRET when the
+ * deploy has SMOKE_TEST_SECRET, and wrangler.toml's [env.<env>.secrets]
+ * required (read by rulesctl itself).
+ */
+export async function checkConfiguration(settings, config, env) {
+  const args = ["config", "check", "--env", env.key, "--config", config.file, "--json"];
+  if (settings.smokeSecret) args.push("--secret", "GITLAB_SMOKE_TEST_SECRET");
+  say(`checking the configuration (${quoteWords([...settings.rulesctl, ...args])})`);
+  const [cmd, ...rest] = settings.rulesctl;
+  const { status, stdout } = await runCapture(cmd, [...rest, ...args], settings.root);
+  let result = null;
+  try {
+    result = stdout.trim() ? JSON.parse(stdout) : null;
+  } catch {
+    process.stderr.write(stdout);
+  }
+  const lines = (result?.problems ?? []).map((p) => `${p.level} ${p.message}`);
+  for (const line of lines) process.stderr.write(`    ${line}\n`);
+  if (status === 1) {
+    const failing = lines.filter((l) => !l.startsWith("note "));
+    fail(
+      EXIT.FAILED,
+      `the configuration of [env.${env.key}] in ${config.file} has ${failing.length || "some"} problem${failing.length === 1 ? "" : "s"}; nothing was deployed:\n  ${failing.join("\n  ")}`,
+    );
+  }
+  if (status !== 0) fail(EXIT.FAILED, `rulesctl config check failed to run (exit ${status}); nothing was deployed`);
+}
+
+function runCapture(cmd, args, cwd) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd, stdio: ["ignore", "pipe", 2] });
+    let stdout = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.on("error", () => resolve({ status: 127, stdout }));
+    child.on("close", (code) => resolve({ status: code ?? 128, stdout }));
+  });
 }
 
 /** Exit 3 while a change lock covers the environments (all when none); exit 2 for a bad lock file. */

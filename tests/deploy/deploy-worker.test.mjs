@@ -77,8 +77,11 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     // order of the POSTs, not only their set
     assert.deepEqual(api.deploymentsPosted(NAME).map((v) => v.find((x) => x.version_id === newVersion).percentage), [0, 5, 25, 50, 75, 100]);
     assert.deepEqual(split(api.latestDeployment(NAME).versions), { [newVersion]: 100 });
-    assert.equal(project.rulesctlCalls().length, 1, "rulesctl validate ran once");
-    assert.equal(project.rulesctlCalls()[0], "validate");
+    // rulesctl validate, then the environment's configuration check, once each
+    const calls = project.rulesctlCalls();
+    assert.equal(calls.length, 2, calls.join("\n"));
+    assert.equal(calls[0], "validate");
+    assert.match(calls[1], /^config check --env staging --config \S+wrangler\.toml --json --secret GITLAB_SMOKE_TEST_SECRET$/);
     noUnknownCalls(api);
   });
 

@@ -186,7 +186,11 @@ describe(".gitlab-ci.yml", () => {
       assert.equal(r.status, 0, out);
       assert.match(out, /PASS\s+validate/);
       assertPinnedNode(out, "validate");
-      for (const env of ["staging", "production", "registry-staging", "registry-production"]) assert.match(out, new RegExp(`ok: ${env}\\b`));
+      for (const env of ["staging", "production", "registry-staging", "registry-production"]) {
+        assert.match(out, new RegExp(`ok: ${env}\\b`));
+        // the environment's [vars] through the router's own parser (rulesctl config check)
+        assert.match(out, new RegExp(`config check: \\[env\\.${env}\\] of \\S+: \\d+ vars, .*; 0 problems`));
+      }
     } else {
       assert.notEqual(r.status, 0, `rulesctl validate exits ${direct.status} but the job passed:\n${out}`);
       assert.match(out, /FAIL\s+validate/);
