@@ -1,6 +1,8 @@
 // Calls to the Cloudflare API for what wrangler has no command for: which
-// routes are published, and deleting one (the kill switch). Same base URL
-// and token as wrangler: CLOUDFLARE_API_BASE_URL, CLOUDFLARE_API_TOKEN.
+// routes are published (GET), moving a route another Worker serves to
+// this one (PUT, --take-over-routes only), and deleting one (DELETE, the
+// kill switch, --detach-routes). Same base URL and token as wrangler:
+// CLOUDFLARE_API_BASE_URL, CLOUDFLARE_API_TOKEN.
 
 const DEFAULT_BASE = "https://api.cloudflare.com/client/v4";
 
@@ -10,21 +12,27 @@ export class CloudflareApi {
   }
 
   /** GET path (with query) -> the envelope's result; throws with the API's errors. */
-  async get(path, query = {}) {
-    return this.call("GET", path, query);
+  get(path, query = {}) {
+    return this.#call("GET", path, query);
+  }
+
+  /** PUT path with a JSON body -> the envelope's result; throws with the API's errors. */
+  put(path, json) {
+    return this.#call("PUT", path, {}, json);
   }
 
   /** DELETE path -> the envelope's result; throws with the API's errors. */
-  async delete(path) {
-    return this.call("DELETE", path);
+  delete(path) {
+    return this.#call("DELETE", path, {});
   }
 
-  async call(method, path, query = {}) {
+  async #call(method, path, query, json) {
     const url = new URL(`${this.baseUrl}${path}`);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const res = await fetch(url, {
       method,
-      headers: { authorization: `Bearer ${this.token}`, accept: "application/json" },
+      headers: { authorization: `Bearer ${this.token}`, accept: "application/json", ...(json ? { "content-type": "application/json" } : {}) },
+      ...(json ? { body: JSON.stringify(json) } : {}),
       signal: AbortSignal.timeout(this.timeoutMs),
     });
     const body = await res.json().catch(() => null);

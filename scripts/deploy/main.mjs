@@ -11,7 +11,7 @@ import { Deploy } from "./deploy.mjs";
 import { detachRoutes } from "./detach-routes.mjs";
 import { parseArguments, USAGE } from "./arguments.mjs";
 import { DeployError, EXIT, fail, PROGRAM, say } from "./log.mjs";
-import { buildWorker, checkChangeLock, checkEnvironment, checkSmokeSecret, checkToken, validateRulesets } from "./preflight.mjs";
+import { buildWorker, checkChangeLock, checkEnvironment, checkPlaceholders, checkSmokeSecret, checkToken, secretsFileNames, validateRulesets } from "./preflight.mjs";
 import { rollback } from "./rollback.mjs";
 import { PlanError } from "./rollout-plan.mjs";
 import { newRecord, RecordFile } from "./rollout-record.mjs";
@@ -42,12 +42,13 @@ async function main(argv) {
   }
   if (!args.environment) fail(EXIT.USAGE, USAGE.trimEnd(), { raw: true });
   const env = checkEnvironment(config, args.environment);
+  if (args.mode === "deploy") checkPlaceholders(settings, config, env, args.dryRun);
   checkToken(settings, args.dryRun);
   if (args.mode === "detach-routes") {
     say(`detach-routes ${env.workerName} (--env ${env.key})${args.dryRun ? " [dry run]" : ""}`);
     return detachRoutes({ api: new CloudflareApi(), env, dryRun: args.dryRun });
   }
-  checkSmokeSecret(settings, args.dryRun);
+  checkSmokeSecret(settings);
 
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "deploy-worker."));
   process.on("exit", () => fs.rmSync(workDir, { recursive: true, force: true }));
@@ -63,6 +64,8 @@ async function main(argv) {
     return rollback({ settings, env, wrangler, dryRun: args.dryRun, recordFile: settings.rollbackRecord });
   }
 
+  if (args.takeOverRoutes) settings.takeOverRoutes = true;
+  if (settings.secretsFile) settings.secretNames = secretsFileNames(settings.secretsFile);
   await validateRulesets(settings, config, env);
   const tail = checkTailWorker(settings, env);
   checkChangeLock(settings, [env.key]);
@@ -73,7 +76,7 @@ async function main(argv) {
   const controller = new AbortController();
   // The tail worker's wrangler: the same output file; its config is in its arguments.
   const tailWrangler = tail && new Wrangler({ ...wrangler, configArgs: [] });
-  const deploy = new Deploy({ settings, env, wrangler, tail, tailWrangler, api: new CloudflareApi(), record, dryRun: args.dryRun, signal: controller.signal });
+  const deploy = new Deploy({ settings, config, env, wrangler, tail, tailWrangler, api: new CloudflareApi(), record, dryRun: args.dryRun, signal: controller.signal, workDir });
   const onSignal = (name) => {
     if (deploy.rolloutActive) {
       say(`${name}: stopping the rollout`);

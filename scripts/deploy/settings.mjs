@@ -62,6 +62,12 @@ export function readSettings(env, root) {
     recordFile: env.ROLLOUT_RECORD || "",
     rollbackRecord: env.ROLLBACK_RECORD || "",
     outputFile: env.WRANGLER_OUTPUT_FILE_PATH || "",
+    // The first deploy (docs/deploying.md, "First deploy to a new account").
+    takeOverRoutes: isTrue(env.TAKE_OVER_ROUTES),
+    canaryRoute: env.CANARY_ROUTE || "",
+    canaryHealthUrl: env.CANARY_HEALTH_CHECK_URL || "",
+    secretsFile: env.SECRETS_FILE || "",
+    allowPlaceholders: isTrue(env.ALLOW_PLACEHOLDERS),
     tag: versionTag(env, root),
     message: versionMessage(env, root),
   };
