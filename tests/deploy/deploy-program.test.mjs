@@ -28,7 +28,7 @@ describe("arguments", () => {
   test("modes, environment, --dry-run", () => {
     assert.deepEqual(parseArguments(["staging", "--dry-run"]), { mode: "deploy", environment: "staging", lockEnvironments: [], dryRun: true, help: false, takeOverRoutes: false });
     assert.equal(parseArguments(["--rollback", "production"]).mode, "rollback");
-    assert.deepEqual(parseArguments(["--detach-routes", "production", "--dry-run"]), { mode: "detach-routes", environment: "production", lockEnvironments: [], dryRun: true, help: false });
+    assert.deepEqual(parseArguments(["--detach-routes", "production", "--dry-run"]), { mode: "detach-routes", environment: "production", lockEnvironments: [], dryRun: true, help: false, takeOverRoutes: false });
     assert.deepEqual(parseArguments(["--check-lock", "a", "b"]).lockEnvironments, ["a", "b"]);
   });
   test("unknown options and extra arguments exit 2", () => {
