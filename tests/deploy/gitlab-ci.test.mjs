@@ -18,6 +18,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { before, describe, test } from "node:test";
+import { parse } from "smol-toml";
 import { startStandin } from "./cf-api-standin.mjs";
 import { startEdge } from "./edge-standin.mjs";
 import { ACCOUNT_ID, SMOKE_SECRET, ensureBuild, fillPlaceholders, REPO, workerName, workerRoutes } from "./helpers.mjs";
@@ -281,7 +282,8 @@ describe(".gitlab-ci.yml", () => {
 
     // On-call switches with the rulesctl the build job kept (no cargo in the jobs), through the
     // pinned wrangler into the stand-in's KV; each job log shows old -> new.
-    const namespace = "5a9d0c0e0f1a4b2c8d3e4f5a6b7c8d01"; // wrangler.toml: staging's ROUTER_CONTROL
+    // staging's ROUTER_CONTROL namespace id, as the job's wrangler.toml (placeholders filled) gives it
+    const namespace = parse(fs.readFileSync(path.join(project, "wrangler.toml"), "utf8")).env.staging.kv_namespaces.find((n) => n.binding === "ROUTER_CONTROL").id;
     const onCall = (job, ...more) =>
       gitlabCiLocalAsync(["--force-shell-executor", ...vars, "--variable", "SWITCH_ENVIRONMENT=staging", "--variable", "SWITCH_REASON=INC-9: cells misrouting", ...more.flatMap((v) => ["--variable", v]), job]);
     // No document stored (the API answers 404): refused without a generation to start from.
