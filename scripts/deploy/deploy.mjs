@@ -5,6 +5,7 @@
 // Every action lands in the rollout record.
 import { setTimeout as sleep } from "node:timers/promises";
 import { readCurrentDeployment, versionTagOf } from "./deployment-state.mjs";
+import { addBakeChecks } from "./bake-checks.mjs";
 import { runHealthCheck } from "./health-check.mjs";
 import { EXIT, fail, say, tell, warn } from "./log.mjs";
 import { checkRoutes } from "./routes.mjs";
@@ -274,9 +275,9 @@ export class Deploy {
     }
   }
 
-  checkHealth(p) {
+  async checkHealth(p) {
     const s = this.settings;
-    return runHealthCheck({
+    const health = await runHealthCheck({
       cmd: s.healthCmd,
       url: s.healthUrl,
       timeoutS: this.timeout,
@@ -289,6 +290,8 @@ export class Deploy {
       warn,
       smokeSecret: s.smokeSecret,
     });
+    // The routing checks and the metrics comparison (bake-checks.mjs).
+    return health.ok && !this.signal.aborted ? addBakeChecks(this, p, health) : health;
   }
 
   /** Puts the old version back at 100 % alone; says where traffic is and exits 1. */

@@ -3,6 +3,8 @@
 // message from CI or git.
 import { spawnSync } from "node:child_process";
 import path from "node:path";
+import { readMetricsSettings } from "./analytics.mjs";
+import { readRoutingSettings } from "./routing-checks.mjs";
 
 /** "true", "1" and "yes" are true. */
 export function isTrue(value) {
@@ -62,6 +64,9 @@ export function readSettings(env, root) {
     recordFile: env.ROLLOUT_RECORD || "",
     rollbackRecord: env.ROLLBACK_RECORD || "",
     outputFile: env.WRANGLER_OUTPUT_FILE_PATH || "",
+    // The routing checks and the bake's metrics comparison (routing-checks.mjs, analytics.mjs).
+    routing: readRoutingSettings(env),
+    metrics: readMetricsSettings(env),
     tag: versionTag(env, root),
     message: versionMessage(env, root),
   };

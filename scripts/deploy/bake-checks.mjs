@@ -1,0 +1,55 @@
+// What a health check adds to HEALTH_CHECK_CMD / HEALTH_CHECK_URL
+// (health-check.mjs): the routing checks through the new version
+// (routing-checks.mjs; every check, the smoke test's included) and, after a
+// traffic step's bake, the new and old versions' metrics compared
+// (analytics.mjs). Both land in the step's `health` in the rollout record.
+import path from "node:path";
+import { compareBake, datasetOf } from "./analytics.mjs";
+import { say, warn } from "./log.mjs";
+import { runRoutingChecks } from "./routing-checks.mjs";
+
+let warnedNoHeader = false;
+
+/** `health`: runHealthCheck's passing result; `d`: the Deploy. Resolves the health result with `routing` and `metrics`. */
+export async function addBakeChecks(d, p, health) {
+  const s = d.settings;
+  const out = { ...health };
+  if (s.healthUrl && s.routing.cellHeader) {
+    const routing = await runRoutingChecks({
+      url: s.healthUrl,
+      vars: d.env.vars,
+      rulesDir: path.join(path.dirname(s.configFile), "rules"),
+      casesDir: path.join(s.root, "tests", "rules"),
+      rulesctl: s.rulesctl,
+      cwd: s.root,
+      cellHeader: s.routing.cellHeader,
+      workerName: d.worker,
+      newVersion: d.newVersion,
+      oldVersion: d.oldVersion,
+      smokeSecret: s.smokeSecret,
+      timeoutS: d.timeout,
+      signal: d.signal,
+      say,
+    });
+    out.routing = routing;
+    if (!routing.ok) return { ...out, ok: false, problem: routing.problem };
+  } else if (s.healthUrl && !warnedNoHeader) {
+    warnedNoHeader = true;
+    warn("ROUTING_CHECK_CELL_HEADER is not set: no routing checks (the health check sees only HEALTH_CHECK_URL's status, not where requests go)");
+  }
+  if (p > 0 && d.oldVersion && !d.signal?.aborted) {
+    const metrics = await compareBake({
+      metrics: s.metrics,
+      dataset: datasetOf(s.configFile, d.env.key),
+      newVersion: d.newVersion,
+      oldVersion: d.oldVersion,
+      bakeSeconds: d.bake,
+      signal: d.signal,
+      warn,
+      say,
+    });
+    out.metrics = metrics;
+    if (!metrics.ok) return { ...out, ok: false, problem: metrics.problem };
+  }
+  return out;
+}
