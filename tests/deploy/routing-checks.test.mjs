@@ -37,9 +37,11 @@ describe("routing checks: derived from the environment's config and ruleset", ()
       'session GET / {"cell":2}',
       'token GET /api/v4/version {"cell":1}',
       'token GET /api/v4/version {"cell":2}',
-      'claim GET /jwt/auth?service=container_registry&scope=repository:gitlab-org/gitlab:pull {"listedCell":true,"sameAsOld":true}',
-      'legacy GET /api/v4/version {"cell":1}',
-    ].map((s) => s), "as derived");
+      'legacy GET / {"cell":1}',
+      'claim GET /jwt/auth?service=container_registry&scope=repository%3Agitlab-org%2Fbuild%2Fimage%3Apush%2Cpull {"listedCell":true,"sameAsOld":true}',
+    ]);
+    // the legacy fallthrough: a session cookie without a cell prefix
+    assert.equal(checks[4].headers.cookie, "_gitlab_session=0123456789abcdef0123456789abcdef");
     assert.equal(checks[1].headers.cookie, "_gitlab_session=cell-2-0123456789abcdef0123456789abcdef");
     assert.deepEqual(checks[3].token, { cell: 2, header: "private-token", bearer: false });
   });
