@@ -25,7 +25,9 @@ export async function addBakeChecks(d, p, health) {
       cellHeader: s.routing.cellHeader,
       workerName: d.worker,
       newVersion: d.newVersion,
-      oldVersion: d.oldVersion,
+      // An override reaches only a version in the deployment: at 100 % the
+      // old version is out of it, and Cloudflare would answer with the new.
+      oldVersion: p < 100 ? d.oldVersion : null,
       smokeSecret: s.smokeSecret,
       timeoutS: d.timeout,
       signal: d.signal,

@@ -53,7 +53,8 @@ export async function startEdge(api, workerName, { smokeSecret, router } = {}) {
       const vars = {};
       for (const b of api.bindingsOf(version) ?? []) if (b.type === "plain_text") vars[b.name] = b.text;
       Object.assign(vars, router.vars ?? {}, smokeSecret !== undefined ? { GITLAB_SMOKE_TEST_SECRET: smokeSecret } : {});
-      routers.set(version, startRouter(vars, routerLogs, { build: path.relative(E2E_ROOT, router.build) }));
+      // modulesRoot: the build is outside the repository (a test project's copy).
+      routers.set(version, startRouter(vars, routerLogs, { build: path.relative(E2E_ROOT, router.build), routerOptions: [{ modulesRoot: router.build }] }));
     }
     return routers.get(version);
   }
