@@ -116,6 +116,8 @@ describe("routing checks and the metrics comparison through the real router", { 
     const { api, edge, record, env, oldVersion } = await setup(t);
     api.setMetrics(DATASET, ({ tag }) => (tag === TAG ? { requests: 1000, errors: 1, p99_ms: 190 } : healthy));
     const r = await runDeploy([ENV], env({ ROLLOUT_PERCENTAGES: "50 100" }));
+    // ROUTING_HEALTH_LOG=1 shows the deploy's log (the routing checks and metrics lines)
+    if (process.env.ROUTING_HEALTH_LOG) process.stderr.write(r.stderr);
     assert.equal(r.code, 0, explain(r));
     const rec = record();
     assert.equal(rec.outcome, "completed");
