@@ -14,7 +14,11 @@ let warnedNoHeader = false;
 export async function addBakeChecks(d, p, health) {
   const s = d.settings;
   const out = { ...health };
-  if (s.healthUrl && s.routing.cellHeader) {
+  if (s.healthUrl && s.routing.enabled) {
+    if (!s.routing.cellHeader && !warnedNoHeader) {
+      warnedNoHeader = true;
+      warn("ROUTING_CHECKS=true without ROUTING_CHECK_CELL_HEADER: the routing checks see statuses and registry answers, not which cell answered");
+    }
     const routing = await runRoutingChecks({
       url: s.healthUrl,
       vars: d.env.vars,
@@ -37,7 +41,7 @@ export async function addBakeChecks(d, p, health) {
     if (!routing.ok) return { ...out, ok: false, problem: routing.problem };
   } else if (s.healthUrl && !warnedNoHeader) {
     warnedNoHeader = true;
-    warn("ROUTING_CHECK_CELL_HEADER is not set: no routing checks (the health check sees only HEALTH_CHECK_URL's status, not where requests go)");
+    warn("neither ROUTING_CHECK_CELL_HEADER nor ROUTING_CHECKS=true: no routing checks (the health check sees only HEALTH_CHECK_URL's status, not where requests go)");
   }
   if (p > 0 && d.oldVersion && !d.signal?.aborted) {
     const metrics = await compareBake({

@@ -33,8 +33,11 @@ export const REGISTRY_HEADER = "docker-distribution-api-version";
 
 /** Reads the routing-check settings from the environment (settings.mjs). */
 export function readRoutingSettings(env) {
+  const cellHeader = (env.ROUTING_CHECK_CELL_HEADER || "").trim().toLowerCase();
   return {
-    cellHeader: (env.ROUTING_CHECK_CELL_HEADER || "").trim().toLowerCase(),
+    cellHeader,
+    // ROUTING_CHECKS=true without a cell header: statuses and registry answers only.
+    enabled: Boolean(cellHeader) || ["true", "1", "yes"].includes(String(env.ROUTING_CHECKS ?? "")),
   };
 }
 

@@ -8,7 +8,7 @@ import path from "node:path";
 import { describe, test } from "node:test";
 import { parse } from "smol-toml";
 import { compareVersions, datasetOf, perVersionQuery, readMetricsSettings, runQuery, windowMinutes } from "../../scripts/deploy/analytics.mjs";
-import { claimKind, planRoutingChecks, routingProblem } from "../../scripts/deploy/routing-checks.mjs";
+import { claimKind, planRoutingChecks, readRoutingSettings, routingProblem } from "../../scripts/deploy/routing-checks.mjs";
 import { startStandin } from "./cf-api-standin.mjs";
 import { ACCOUNT_ID, REPO } from "./helpers.mjs";
 
@@ -58,6 +58,13 @@ describe("routing checks: derived from the environment's config and ruleset", ()
     for (const env of ["staging", "production", "registry-staging", "registry-production"]) {
       for (const c of plan(env).checks) assert.ok(["GET", "HEAD"].includes(c.method), `${env}: ${c.method} ${c.path}`);
     }
+  });
+
+  test("switched on by the cell header, or by ROUTING_CHECKS=true (then statuses and registry answers only)", () => {
+    assert.deepEqual(readRoutingSettings({}), { cellHeader: "", enabled: false });
+    assert.deepEqual(readRoutingSettings({ ROUTING_CHECK_CELL_HEADER: " X-Cell " }), { cellHeader: "x-cell", enabled: true });
+    assert.deepEqual(readRoutingSettings({ ROUTING_CHECKS: "true" }), { cellHeader: "", enabled: true });
+    assert.equal(routingProblem({ expect: { cell: 2 } }, { status: 200, cell: null, registry: false }, { cellHeader: "", cells: [{ id: 2 }] }), null);
   });
 
   test("claim kinds", () => {
