@@ -8,7 +8,8 @@
 # entry point. docs/deploying.md is the operator's guide; SPEC.md §8 the
 # contract.
 #
-#   deploy-worker.sh <environment> [--dry-run]      validate, check the change
+#   deploy-worker.sh <environment> [--dry-run] [--take-over-routes]
+#                                                   validate, check the change
 #                                                   lock, build, upload, roll out
 #   deploy-worker.sh --rollback <environment> [--dry-run]
 #                                                   put the previous version back
@@ -33,6 +34,17 @@
 #                               Cloudflare-Workers-Version-Overrides naming
 #                               the new version
 #   HEALTH_CHECK_TIMEOUT        [10] seconds for HEALTH_CHECK_URL
+#   CANARY_ROUTE                [<worker name>.<zone>/*] a first deploy's canary
+#                               route, in the zone of the environment's routes
+#   CANARY_HEALTH_CHECK_URL     [HEALTH_CHECK_URL on the canary's host] the
+#                               canary's health check (no override header)
+#   SECRETS_FILE                a first deploy uploads these secrets with the
+#                               router (JSON or NAME=value lines, wrangler's
+#                               --secrets-file)
+#   TAKE_OVER_ROUTES            [false] true: as --take-over-routes, move the
+#                               routes another Worker serves to this one
+#   ALLOW_PLACEHOLDERS          [false] true: a --dry-run only warns about
+#                               REPLACE_ME values (a deploy refuses them)
 #   CHANGE_LOCK_FILE            [change-lock.toml beside this script]
 #   CHANGE_LOCK_OVERRIDE        [false] true: deploy even during a change lock
 #   CHANGE_LOCK_NOW             ISO 8601 time used as "now" (tests)

@@ -19,7 +19,7 @@ use router_core::Ruleset;
 use wasm_bindgen::JsValue;
 use worker::Env;
 
-use crate::{control, io, log_error, log_line, log_warn};
+use crate::{control, io, log_at, log_line, log_warn};
 
 mod compiled {
     include!(concat!(env!("OUT_DIR"), "/rulesets.rs"));
@@ -75,7 +75,7 @@ impl Isolate {
                 ),
             );
         }
-        let mut iso = Isolate::from_lookup(lookup, log_error, mtls);
+        let mut iso = Isolate::from_lookup(lookup, log_at, mtls);
         iso.state.version = js_sys::Reflect::get(env, &VERSION_BINDING.into())
             .ok()
             .filter(|m| m.is_object())
@@ -101,18 +101,20 @@ impl Isolate {
         iso
     }
 
-    /// The isolate's state from its settings; `log_error(scope, message)`
-    /// reports what is wrong with them (never fatal).
+    /// The isolate's state from its settings; `log(level, scope, message)`
+    /// reports what is wrong with them, once (never fatal): each problem at
+    /// its level (`warn` for a value read with a fallback).
     /// `mtls`: the Topology Service's `mtls_certificates` binding, if any.
     pub fn from_lookup(
         lookup: impl Fn(&str) -> Option<String>,
-        log_error: impl Fn(&str, &str),
+        log: impl Fn(&str, &str, &str),
         mtls: Option<JsValue>,
     ) -> Isolate {
         let (config, problems) = Config::from_lookup(lookup);
         for problem in &problems {
-            log_error("config", problem);
+            log(problem.level.as_str(), "config", &problem.to_string());
         }
+        let log_error = |scope: &str, message: &str| log("error", scope, message);
         let ruleset = compiled_ruleset(&config, &log_error);
         let learning = ruleset.as_ref().is_some_and(Ruleset::uses_learning);
         let resolver = (config.topology_url.is_some() || learning).then(|| {

@@ -475,6 +475,12 @@ pub(crate) fn log_error(scope: &str, message: &str) {
     held_lines::write(true, line("error", scope, message));
 }
 
+/// A line at `level` (`info` to the console's log stream, anything else
+/// to its error stream, as [`log_line`] and [`log_warn`]).
+pub(crate) fn log_at(level: &str, scope: &str, message: &str) {
+    held_lines::write(level != "info", line(level, scope, message));
+}
+
 /// The edge's pure parts, natively: settings to isolate state, and the
 /// request's parts read from the entry's input.
 #[cfg(test)]

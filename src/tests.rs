@@ -14,7 +14,11 @@ fn isolate_with(vars: &[(&str, &str)]) -> (Isolate, Vec<String>) {
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v.to_string())
         },
-        |scope, message| errors.borrow_mut().push(format!("{scope}: {message}")),
+        |level, scope, message| {
+            errors
+                .borrow_mut()
+                .push(format!("{level} {scope}: {message}"))
+        },
         None,
     );
     (iso, errors.into_inner())
@@ -44,6 +48,34 @@ fn the_compiled_ruleset_named_is_loaded_and_a_wrong_name_is_reported() {
             .iter()
             .any(|e| e.contains("names no compiled ruleset (known: ")),
         "{errors:?}"
+    );
+}
+
+#[test]
+fn settings_problems_are_logged_once_each_at_their_level() {
+    let (iso, lines) = isolate_with(&[
+        ("GITLAB_RULES_CONFIG", "cells"),
+        ("GITLAB_PROXY_HOST", "legacy.example"),
+        ("GITLAB_ROUTER_SIGNING_POLICY", "requird"),
+    ]);
+    assert_eq!(
+        iso.config().signing_policy,
+        router_core::forward::SigningPolicy::Optional
+    );
+    let policy: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("GITLAB_ROUTER_SIGNING_POLICY=\"requird\""))
+        .collect();
+    assert_eq!(policy.len(), 1, "{lines:?}");
+    assert!(
+        policy[0].starts_with("warn config: GITLAB_ROUTER_SIGNING_POLICY=\"requird\": "),
+        "{policy:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("info config: GITLAB_ROUTER_SIGNING_KEY: not set")),
+        "{lines:?}"
     );
 }
 

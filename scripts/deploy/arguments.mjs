@@ -2,7 +2,7 @@
 import { EXIT, fail, PROGRAM } from "./log.mjs";
 
 export const USAGE = `Usage:
-  deploy-worker.sh <environment> [--dry-run]
+  deploy-worker.sh <environment> [--dry-run] [--take-over-routes]
   deploy-worker.sh --rollback <environment> [--dry-run]
   deploy-worker.sh --check-lock [<environment>...]
 
@@ -14,15 +14,21 @@ ROLLOUT_PERCENTAGES (default "5 25 50 75 100"), checking health after each
 step and rolling back on failure. ROLLOUT_RECORD names the JSON record a
 deploy writes; --rollback with ROLLBACK_RECORD undoes that deploy.
 --dry-run prints the wrangler commands instead of running them.
+A first deploy (the Worker serves none of its routes yet) goes to the
+canary route (CANARY_ROUTE) first and moves the routes to the router only
+after the canary's health check passes. A route that another Worker serves
+is taken over only with --take-over-routes (or TAKE_OVER_ROUTES=true).
+A configuration that still has a REPLACE_ME value is refused.
 See the top of deploy-worker.sh and docs/deploying.md for the variables.
 `;
 
-/** argv -> {mode, environment, lockEnvironments, dryRun}; exit 2 on a mistake. */
+/** argv -> {mode, environment, lockEnvironments, dryRun, takeOverRoutes}; exit 2 on a mistake. */
 export function parseArguments(argv) {
-  const args = { mode: "deploy", environment: "", lockEnvironments: [], dryRun: false, help: false };
+  const args = { mode: "deploy", environment: "", lockEnvironments: [], dryRun: false, help: false, takeOverRoutes: false };
   for (const arg of argv) {
     if (arg === "-h" || arg === "--help") args.help = true;
     else if (arg === "--dry-run") args.dryRun = true;
+    else if (arg === "--take-over-routes") args.takeOverRoutes = true;
     else if (arg === "--rollback") args.mode = "rollback";
     else if (arg === "--check-lock") args.mode = "check-lock";
     else if (arg.startsWith("-")) fail(EXIT.USAGE, `${USAGE}\n${PROGRAM}: error: unknown option ${arg}`, { raw: true });
@@ -30,5 +36,6 @@ export function parseArguments(argv) {
     else if (!args.environment) args.environment = arg;
     else fail(EXIT.USAGE, `${USAGE}\n${PROGRAM}: error: unexpected argument ${arg}`, { raw: true });
   }
+  if (args.takeOverRoutes && args.mode !== "deploy") fail(EXIT.USAGE, `${USAGE}\n${PROGRAM}: error: --take-over-routes is for a deploy`, { raw: true });
   return args;
 }

@@ -10,17 +10,24 @@ import { runRoutingChecks } from "./routing-checks.mjs";
 
 let warnedNoHeader = false;
 
-/** `health`: runHealthCheck's passing result; `d`: the Deploy. Resolves the health result with `routing` and `metrics`. */
-export async function addBakeChecks(d, p, health) {
+/**
+ * `health`: runHealthCheck's passing result; `d`: the Deploy; `url` the
+ * health check's URL (a first deploy's canary's, or HEALTH_CHECK_URL);
+ * `override` false when the new version is the only one (a first deploy: no
+ * override header, no secret). Resolves the health result with `routing`
+ * and `metrics`.
+ */
+export async function addBakeChecks(d, p, health, { url = d.settings.healthUrl, override = true } = {}) {
   const s = d.settings;
   const out = { ...health };
-  if (s.healthUrl && s.routing.enabled) {
+  if (url && s.routing.enabled) {
     if (!s.routing.cellHeader && !warnedNoHeader) {
       warnedNoHeader = true;
       warn("ROUTING_CHECKS=true without ROUTING_CHECK_CELL_HEADER: the routing checks see statuses and registry answers, not which cell answered");
     }
     const routing = await runRoutingChecks({
-      url: s.healthUrl,
+      url,
+      override,
       vars: d.env.vars,
       rulesDir: path.join(path.dirname(s.configFile), "rules"),
       casesDir: path.join(s.root, "tests", "rules"),
@@ -31,7 +38,7 @@ export async function addBakeChecks(d, p, health) {
       newVersion: d.newVersion,
       // An override reaches only a version in the deployment: at 100 % the
       // old version is out of it, and Cloudflare would answer with the new.
-      oldVersion: p < 100 ? d.oldVersion : null,
+      oldVersion: override && p < 100 ? d.oldVersion : null,
       smokeSecret: s.smokeSecret,
       timeoutS: d.timeout,
       signal: d.signal,
@@ -39,11 +46,11 @@ export async function addBakeChecks(d, p, health) {
     });
     out.routing = routing;
     if (!routing.ok) return { ...out, ok: false, problem: routing.problem };
-  } else if (s.healthUrl && !warnedNoHeader) {
+  } else if (url && !warnedNoHeader) {
     warnedNoHeader = true;
     warn("neither ROUTING_CHECK_CELL_HEADER nor ROUTING_CHECKS=true: no routing checks (the health check sees only HEALTH_CHECK_URL's status, not where requests go)");
   }
-  if (p > 0 && d.oldVersion && !d.signal?.aborted) {
+  if (p > 0 && override && d.oldVersion && !d.signal?.aborted) {
     const metrics = await compareBake({
       metrics: s.metrics,
       dataset: datasetOf(s.configFile, d.env.key),

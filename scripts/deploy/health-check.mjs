@@ -3,6 +3,9 @@
 // probe reaches that version whatever the traffic split (also at 0 %, as
 // long as the version is in the deployment), and the smoke-test secret
 // (SMOKE_TEST_SECRET), without which the router answers an override 403.
+// A first deploy's checks (the canary, then the routes) probe the only
+// version there is: `override: false` sends neither header, so they need no
+// secret the new Worker may not have yet.
 import { spawn } from "node:child_process";
 import { say } from "./log.mjs";
 
@@ -72,7 +75,7 @@ async function probe(url, headers, timeoutS, signal) {
  * traffic). Returns {ok, problem, command?, url?, checked_at}; without a
  * command or a URL it warns and passes.
  */
-export async function runHealthCheck({ cmd, url, timeoutS = 10, environment, workerName, newVersion, oldVersion, percentage, signal, warn, smokeSecret = "" }) {
+export async function runHealthCheck({ cmd, url, timeoutS = 10, environment, workerName, newVersion, oldVersion, percentage, signal, warn, smokeSecret = "", override = true }) {
   const result = { ok: true, problem: null, checked_at: new Date().toISOString() };
   if (cmd) {
     say(`health check: ${cmd}`);
@@ -92,13 +95,14 @@ export async function runHealthCheck({ cmd, url, timeoutS = 10, environment, wor
   }
   if (url) {
     // Checked at preflight too; here so no caller can send the secret in the clear.
-    const refused = smokeSecret ? smokeUrlProblem(url) : null;
+    const secret = override ? smokeSecret : "";
+    const refused = secret ? smokeUrlProblem(url) : null;
     if (refused) return { ...result, ok: false, problem: refused };
-    const override = versionOverride(workerName, newVersion);
-    const headers = { "cloudflare-workers-version-overrides": override, ...(smokeSecret ? { [SMOKE_TEST_HEADER]: smokeSecret } : {}) };
+    const overrideValue = override ? versionOverride(workerName, newVersion) : null;
+    const headers = override ? { "cloudflare-workers-version-overrides": overrideValue, ...(secret ? { [SMOKE_TEST_HEADER]: secret } : {}) } : {};
     const { status, error } = await probe(url, headers, timeoutS, signal);
-    say(`health check: ${url} answered ${status ?? "nothing"} (version ${newVersion})`);
-    result.url = { url, status, override, ...(error ? { error } : {}) };
+    say(`health check: ${url} answered ${status ?? "nothing"} (version ${newVersion}${override ? "" : ", the only one: no override"})`);
+    result.url = { url, status, override: overrideValue, ...(error ? { error } : {}) };
     if (status === null || !healthyStatus(status)) {
       return { ...result, ok: false, problem: `HEALTH_CHECK_URL ${url} answered ${status ?? "nothing"} (${error ? `${error}; ` : ""}2xx/3xx expected)` };
     }

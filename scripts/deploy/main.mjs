@@ -10,7 +10,7 @@ import { CloudflareApi } from "./cloudflare-api.mjs";
 import { Deploy } from "./deploy.mjs";
 import { parseArguments, USAGE } from "./arguments.mjs";
 import { DeployError, EXIT, fail, PROGRAM, say } from "./log.mjs";
-import { buildWorker, checkChangeLock, checkEnvironment, checkSmokeSecret, checkToken, validateRulesets } from "./preflight.mjs";
+import { buildWorker, checkChangeLock, checkEnvironment, checkPlaceholders, checkSmokeSecret, checkToken, secretsFileNames, validateRulesets } from "./preflight.mjs";
 import { rollback } from "./rollback.mjs";
 import { PlanError } from "./rollout-plan.mjs";
 import { newRecord, RecordFile } from "./rollout-record.mjs";
@@ -42,8 +42,9 @@ async function main(argv) {
   }
   if (!args.environment) fail(EXIT.USAGE, USAGE.trimEnd(), { raw: true });
   const env = checkEnvironment(config, args.environment);
+  if (args.mode === "deploy") checkPlaceholders(settings, config, env, args.dryRun);
   checkToken(settings, args.dryRun);
-  checkSmokeSecret(settings, args.dryRun);
+  checkSmokeSecret(settings);
 
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "deploy-worker."));
   process.on("exit", () => fs.rmSync(workDir, { recursive: true, force: true }));
@@ -59,6 +60,8 @@ async function main(argv) {
     return rollback({ settings, env, wrangler, dryRun: args.dryRun, recordFile: settings.rollbackRecord });
   }
 
+  if (args.takeOverRoutes) settings.takeOverRoutes = true;
+  if (settings.secretsFile) settings.secretNames = secretsFileNames(settings.secretsFile);
   await validateRulesets(settings, config, env);
   const tail = checkTailWorker(settings, env);
   checkChangeLock(settings, [env.key]);
@@ -69,7 +72,7 @@ async function main(argv) {
   const controller = new AbortController();
   // The tail worker's wrangler: the same output file; its config is in its arguments.
   const tailWrangler = tail && new Wrangler({ ...wrangler, configArgs: [] });
-  const deploy = new Deploy({ settings, env, wrangler, tail, tailWrangler, api: new CloudflareApi(), record, dryRun: args.dryRun, signal: controller.signal });
+  const deploy = new Deploy({ settings, config, env, wrangler, tail, tailWrangler, api: new CloudflareApi(), record, dryRun: args.dryRun, signal: controller.signal, workDir });
   const onSignal = (name) => {
     if (deploy.rolloutActive) {
       say(`${name}: stopping the rollout`);

@@ -237,10 +237,11 @@ export function routingProblem(check, got, { cellHeader, cells, old }) {
 
 /**
  * Runs the routing checks against `url`'s origin through `newVersion`
- * (and, for the checks that compare, through `oldVersion` too). Returns
+ * (and, for the checks that compare, through `oldVersion` too); with
+ * `override` false, plainly (the new version is the only one). Returns
  * {ok, problem, checks: [{name, family, path, expect, new, old?, problem}]}.
  */
-export async function runRoutingChecks({ url, vars, rulesDir, casesDir, rulesctl, cwd, cellHeader, workerName, newVersion, oldVersion, smokeSecret, timeoutS = 10, signal, say = () => {} }) {
+export async function runRoutingChecks({ url, override = true, vars, rulesDir, casesDir, rulesctl, cwd, cellHeader, workerName, newVersion, oldVersion, smokeSecret, timeoutS = 10, signal, say = () => {} }) {
   const plan = planRoutingChecks({ vars, rulesDir, casesDir });
   const cells = (() => {
     try {
@@ -269,7 +270,13 @@ export async function runRoutingChecks({ url, vars, rulesDir, casesDir, rulesctl
     }
     const through = async (version) =>
       observed(
-        await send(`${origin}${check.path}`, { method: check.method, headers: { ...headers, "cloudflare-workers-version-overrides": versionOverride(workerName, version), ...(smokeSecret ? { [SMOKE_TEST_HEADER]: smokeSecret } : {}) } }, timeoutS, signal),
+        await send(
+          `${origin}${check.path}`,
+          // Without `override` the new version is the only one: no override header, no secret.
+          { method: check.method, headers: override ? { ...headers, "cloudflare-workers-version-overrides": versionOverride(workerName, version), ...(smokeSecret ? { [SMOKE_TEST_HEADER]: smokeSecret } : {}) } : headers },
+          timeoutS,
+          signal,
+        ),
         cellHeader,
       );
     const got = await through(newVersion);

@@ -64,6 +64,12 @@ export function readSettings(env, root) {
     recordFile: env.ROLLOUT_RECORD || "",
     rollbackRecord: env.ROLLBACK_RECORD || "",
     outputFile: env.WRANGLER_OUTPUT_FILE_PATH || "",
+    // The first deploy (docs/deploying.md, "First deploy to a new account").
+    takeOverRoutes: isTrue(env.TAKE_OVER_ROUTES),
+    canaryRoute: env.CANARY_ROUTE || "",
+    canaryHealthUrl: env.CANARY_HEALTH_CHECK_URL || "",
+    secretsFile: env.SECRETS_FILE || "",
+    allowPlaceholders: isTrue(env.ALLOW_PLACEHOLDERS),
     // The routing checks and the bake's metrics comparison (routing-checks.mjs, analytics.mjs).
     routing: readRoutingSettings(env),
     metrics: readMetricsSettings(env),

@@ -7,8 +7,8 @@ import { parse } from "smol-toml";
 export const LOCAL_ONLY = ["dev"];
 
 /**
- * Parses wrangler.toml text: {environments, environment(name)}. An
- * environment is {key, workerName, vars, routes, tailConsumers}; routes are wrangler's
+ * Parses wrangler.toml text: {environments, environment(name), text}. An
+ * environment is {key, workerName, vars, routes, tailConsumers, raw}; routes are wrangler's
  * entries (a pattern string, or {pattern, zone_name | zone_id | custom_domain});
  * tailConsumers wrangler's `tail_consumers` entries.
  */
@@ -17,6 +17,7 @@ export function parseWranglerConfig(text, file = "wrangler.toml") {
   const envs = doc.env && typeof doc.env === "object" ? doc.env : {};
   return {
     file,
+    text,
     environments: Object.keys(envs),
     deployable: Object.keys(envs).filter((name) => !LOCAL_ONLY.includes(name)),
     environment(name) {
@@ -29,6 +30,8 @@ export function parseWranglerConfig(text, file = "wrangler.toml") {
         routes: Array.isArray(env.routes) ? env.routes : env.route ? [env.route] : [],
         // `[{service}]`: the Workers handed this environment's invocations (not inherited).
         tailConsumers: Array.isArray(env.tail_consumers) ? env.tail_consumers : [],
+        // the whole table, as parsed (the placeholder check reads every value)
+        raw: env,
       };
     },
   };

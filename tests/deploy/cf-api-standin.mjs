@@ -9,7 +9,18 @@
 //   const api = await startStandin();
 //   api.baseUrl            -> http://127.0.0.1:PORT/client/v4 (CLOUDFLARE_API_BASE_URL)
 //   api.seed(name, {tag, routes, secrets}) -> an existing Worker with one version
-//                            at 100 % (its routes published, its secrets' names set)
+//                            at 100 % (its routes published, its secrets' names set);
+//                            its version counts as a router (api.isRouter)
+//   api.isRouter(version)  -> the version is a router: seeded, or uploaded with a
+//                            wasm module (a draft `wrangler secret put` creates,
+//                            `export default { fetch() {} }`, is not)
+//   api.routeLog           -> one entry per route change (scripts/:name/routes PUT,
+//                            zone route PUT): every published route, the Worker
+//                            it points at and the versions that Worker serves then
+//   PUT .../scripts/:name/secrets: wrangler secret put (10007 when no Worker:
+//                            wrangler then creates a draft Worker); a new version
+//                            with the secret, deployed at 100 %, as the API does
+//   PUT /zones/:zone/workers/routes/:id: points a route at another Worker (take-over)
 //   api.failDeploymentPost(3) -> the 3rd POST .../deployments answers 500
 //   api.failRoutesPut(1)   -> the 1st PUT .../scripts/:name/routes answers 500
 //   api.failScriptPut(name) -> every PUT .../scripts/:name (wrangler deploy) answers 500
@@ -55,7 +66,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
   const metrics = new Map();
   const now = () => new Date((clock += 1000)).toISOString();
 
-  function newVersion(script, { tag = null, message = null, triggeredBy = "upload", parts = [], bindings = [] } = {}) {
+  function newVersion(script, { tag = null, message = null, triggeredBy = "upload", parts = [], seeded = false, bindings = [] } = {}) {
     const created = now();
     const version = {
       id: randomUUID(),
@@ -79,10 +90,37 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
         bindings: [],
       },
       parts,
+      seeded,
     };
     script.versions.unshift(version);
     uploadedBindings.set(version.id, bindings);
     return version;
+  }
+
+  /** A router version: seeded by a test, or uploaded with a wasm module. */
+  function isRouter(version) {
+    return Boolean(version && (version.seeded || version.parts.some((p) => p.type === "application/wasm" || /\.wasm$/.test(p.name) || /\.wasm$/.test(p.filename ?? ""))));
+  }
+
+  // The secret_text bindings of an upload's metadata: their names join the Worker's secrets.
+  function keepSecretNames(script, metadata) {
+    for (const b of metadata?.bindings ?? []) if (b.type === "secret_text" && !script.secrets.includes(b.name)) script.secrets.push(b.name);
+  }
+
+  const routeLog = [];
+  /** After a route change: every published route, its Worker and what that Worker serves. */
+  function logRoutes(via) {
+    const routes = [...scripts.values()].flatMap((sc) =>
+      sc.routes.map((r) => ({
+        pattern: r.pattern,
+        script: sc.name,
+        serving: (sc.deployments[0]?.versions ?? []).map((v) => {
+          const version = sc.versions.find((x) => x.id === v.version_id);
+          return { version_id: v.version_id, percentage: v.percentage, router: isRouter(version), tag: version?.annotations["workers/tag"] ?? null };
+        }),
+      })),
+    );
+    routeLog.push({ via, routes });
   }
 
   function newDeployment(script, versions, message, triggeredBy = "deployment") {
@@ -125,7 +163,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     const script = newScript(name);
     script.secrets = [...secrets];
     script.routes = routes.map((r) => ({ id: randomUUID(), script: name, ...r }));
-    const version = newVersion(script, { tag, message, bindings });
+    const version = newVersion(script, { tag, message, seeded: true, bindings });
     newDeployment(script, [{ version_id: version.id, percentage: 100 }], message, "upload");
     return version.id;
   }
@@ -226,6 +264,19 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
       const routes = [...scripts.values()].flatMap((s) => s.routes.filter((r) => zoneId(r.zone_name ?? "") === zm[1]));
       return reply(200, envelope(routes));
     }
+    // PUT a zone's route by id: point it at another Worker (the API's route update).
+    if ((zm = url.pathname.match(/^\/client\/v4\/zones\/([0-9a-f]{32})\/workers\/routes\/([^/]+)$/)) && req.method === "PUT") {
+      const owner = [...scripts.values()].find((sc) => sc.routes.some((r) => r.id === zm[2] && zoneId(r.zone_name ?? "") === zm[1]));
+      if (!owner) return reply(404, failure(10019, "route not found"));
+      const to = scripts.get(record.json?.script);
+      if (!to) return reply(400, failure(10007, "workers.api.error.script_not_found"));
+      const route = owner.routes.find((r) => r.id === zm[2]);
+      owner.routes = owner.routes.filter((r) => r !== route);
+      const moved = { ...route, pattern: record.json.pattern ?? route.pattern, script: to.name };
+      to.routes.push(moved);
+      logRoutes(`PUT zone route ${moved.pattern} -> ${to.name}`);
+      return reply(200, envelope({ id: moved.id, pattern: moved.pattern, script: moved.script }));
+    }
 
     // Workers Analytics Engine's SQL API: the query is the body.
     if (/^\/client\/v4\/accounts\/[0-9a-f]{32}\/analytics_engine\/sql$/.test(url.pathname) && req.method === "POST") {
@@ -274,6 +325,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
           script ??= newScript(name);
           script.modified_on = now();
           const annotations = record.metadata?.annotations ?? {};
+          keepSecretNames(script, record.metadata);
           const version = newVersion(script, {
             tag: annotations["workers/tag"],
             message: annotations["workers/message"],
@@ -303,6 +355,16 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
           }));
         }
         if (!script) return reply(404, failure(10007, "workers.api.error.script_not_found"));
+        // wrangler secret put: a new version of the latest one, with the secret, deployed at 100 %.
+        if (sub === "/secrets" && req.method === "PUT") {
+          const secretName = record.json?.name;
+          if (!secretName) return reply(400, failure(10000, "expected {name, text, type}"));
+          if (!script.secrets.includes(secretName)) script.secrets.push(secretName);
+          const latest = script.versions[0];
+          const version = newVersion(script, { triggeredBy: "secret", parts: latest?.parts ?? [], seeded: latest?.seeded ?? false });
+          newDeployment(script, [{ version_id: version.id, percentage: 100 }], null, "secret");
+          return reply(200, envelope({ name: secretName, type: "secret_text" }));
+        }
         if (sub === "/deployments" && req.method === "GET") {
           if (failingDeploymentsGet) return reply(failingDeploymentsGet.status, failure(failingDeploymentsGet.code, "stand-in: GET deployments fails on purpose"));
           return reply(200, envelope({ deployments: script.deployments.map(({ ...d }) => d) }));
@@ -324,6 +386,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
         if (sub === "/versions" && req.method === "POST") {
           if (!record.parts) return reply(400, failure(10000, "expected a multipart body"));
           const annotations = record.metadata?.annotations ?? {};
+          keepSecretNames(script, record.metadata);
           const version = newVersion(script, {
             tag: annotations["workers/tag"],
             message: annotations["workers/message"],
@@ -378,7 +441,11 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
           if (failingRoutesPuts.has(routesPuts)) {
             return reply(500, failure(10013, `stand-in: routes PUT #${routesPuts} fails on purpose`));
           }
+          // A pattern another Worker's route has is refused, as the API does.
+          const taken = (record.json ?? []).find((r) => [...scripts.values()].some((other) => other !== script && other.routes.some((o) => o.pattern === r.pattern)));
+          if (taken) return reply(409, failure(10020, `route pattern ${taken.pattern} is already in use by another Worker`));
           script.routes = (record.json ?? []).map((r) => ({ id: randomUUID(), script: name, ...r }));
+          logRoutes(`PUT scripts/${name}/routes`);
           return reply(200, envelope(script.routes));
         }
       }
@@ -453,6 +520,8 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     unknown,
     scripts,
     seed,
+    isRouter,
+    routeLog,
     failDeploymentPost(n) {
       failingPosts.add(n);
     },

@@ -26,7 +26,7 @@ const tempDir = (t) => {
 
 describe("arguments", () => {
   test("modes, environment, --dry-run", () => {
-    assert.deepEqual(parseArguments(["staging", "--dry-run"]), { mode: "deploy", environment: "staging", lockEnvironments: [], dryRun: true, help: false });
+    assert.deepEqual(parseArguments(["staging", "--dry-run"]), { mode: "deploy", environment: "staging", lockEnvironments: [], dryRun: true, help: false, takeOverRoutes: false });
     assert.equal(parseArguments(["--rollback", "production"]).mode, "rollback");
     assert.deepEqual(parseArguments(["--check-lock", "a", "b"]).lockEnvironments, ["a", "b"]);
   });

@@ -33,7 +33,7 @@ function noUnknownCalls(api) {
 }
 
 describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 2 }, () => {
-  test("1. first deploy: one script PUT, straight to 100 %", async (t) => {
+  test("1. first deploy: one script PUT, 100 % on the canary route, then the environment's routes", async (t) => {
     const { api, project } = await setup(t, { seeded: false });
     const r = await runDeploy([ENV], project.env(api));
     assert.equal(r.code, 0, explain(r));
@@ -45,9 +45,10 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     assert.equal(deployment.versions.length, 1);
     assert.equal(deployment.versions[0].percentage, 100);
     assert.equal(api.scripts.get(NAME).versions[0].annotations["workers/tag"], "abc1234");
-    // the environment's routes were published with it
-    const routes = api.requests.find((q) => q.method === "PUT" && q.path.endsWith(`/scripts/${NAME}/routes`));
-    assert.deepEqual(routes.json.map((x) => x.pattern), ["staging.gitlab.com/*"]);
+    // the canary route was published with it; the environment's routes after the canary's check (dropping the canary)
+    const routes = api.requests.filter((q) => q.method === "PUT" && q.path.endsWith(`/scripts/${NAME}/routes`));
+    assert.deepEqual(routes.map((q) => q.json.map((x) => x.pattern)), [[`${NAME}.gitlab.com/*`], ["staging.gitlab.com/*"]]);
+    assert.deepEqual(api.scripts.get(NAME).routes.map((x) => x.pattern), ["staging.gitlab.com/*"]);
     // The cell health probe's Cron Trigger (wrangler.toml [env.staging.triggers]).
     assert.deepEqual(api.scripts.get(NAME).schedules.map((s) => s.cron), ["* * * * *"]);
     assert.match(r.output, /first deploy/);
@@ -76,8 +77,11 @@ describe("deploy-worker.sh against the Cloudflare API stand-in", { concurrency: 
     // order of the POSTs, not only their set
     assert.deepEqual(api.deploymentsPosted(NAME).map((v) => v.find((x) => x.version_id === newVersion).percentage), [0, 5, 25, 50, 75, 100]);
     assert.deepEqual(split(api.latestDeployment(NAME).versions), { [newVersion]: 100 });
-    assert.equal(project.rulesctlCalls().length, 1, "rulesctl validate ran once");
-    assert.equal(project.rulesctlCalls()[0], "validate");
+    // rulesctl validate, then the environment's configuration check, once each
+    const calls = project.rulesctlCalls();
+    assert.equal(calls.length, 2, calls.join("\n"));
+    assert.equal(calls[0], "validate");
+    assert.match(calls[1], /^config check --env staging --config \S+wrangler\.toml --json --secret GITLAB_SMOKE_TEST_SECRET$/);
     noUnknownCalls(api);
   });
 

@@ -9,7 +9,8 @@
 //     the key and the percentages (the same key, the same version)
 //   neither -> a version chosen at random by the percentages
 // A version answers 200 "version <id>", or 503 when its tag was marked
-// broken; with `smokeSecret`, as the router does, 403 to an override
+// broken, or 500 when it is not a router (api.isRouter: the empty fetch
+// handler of a draft Worker `wrangler secret put` created); with `smokeSecret`, as the router does, 403 to an override
 // request that lacks x-gitlab-http-router-smoke-test: <secret>. Every
 // request is recorded.
 // With `router: {build, vars}` a version answers as the real router does
@@ -100,6 +101,7 @@ export async function startEdge(api, workerName, { smokeSecret, router } = {}) {
     }
     const record = api.scripts.get(workerName)?.versions.find((v) => v.id === version);
     const broken = record && brokenTags.has(record.annotations["workers/tag"]);
+    const empty = record && !api.isRouter(record);
     const refused = smokeSecret !== undefined && how === "override" && req.headers["x-gitlab-http-router-smoke-test"] !== smokeSecret;
     requests.push({
       path: req.url,
@@ -107,7 +109,7 @@ export async function startEdge(api, workerName, { smokeSecret, router } = {}) {
       key: req.headers["cloudflare-workers-version-key"] ?? null,
       version,
       how,
-      status: !version ? 404 : refused ? 403 : broken ? 503 : 200,
+      status: !version ? 404 : refused ? 403 : empty ? 500 : broken ? 503 : 200,
     });
     res.writeHead(requests.at(-1).status, { "content-type": "text/plain", "x-standin-version": version ?? "" });
     res.end(version ? `version ${version}\n` : "no Worker on this route\n");

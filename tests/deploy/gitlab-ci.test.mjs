@@ -19,7 +19,7 @@ import path from "node:path";
 import { before, describe, test } from "node:test";
 import { startStandin } from "./cf-api-standin.mjs";
 import { startEdge } from "./edge-standin.mjs";
-import { ACCOUNT_ID, SMOKE_SECRET, ensureBuild, REPO, workerName, workerRoutes } from "./helpers.mjs";
+import { ACCOUNT_ID, SMOKE_SECRET, ensureBuild, fillPlaceholders, REPO, workerName, workerRoutes } from "./helpers.mjs";
 
 const GCL_VERSION = "4.73.0";
 const EXPECTED_STAGES = ["lint", "test", "build", "validate", "change-lock", "deploy-staging", "deploy-production", "rollback"];
@@ -81,6 +81,9 @@ function copyProject() {
     fs.copyFileSync(from, path.join(dir, file));
     fs.chmodSync(path.join(dir, file), fs.statSync(from).mode);
   }
+  // wrangler.toml as an operator has it: the REPLACE_ME values filled in (a deploy refuses them)
+  const config = path.join(dir, "wrangler.toml");
+  fs.writeFileSync(config, fillPlaceholders(fs.readFileSync(config, "utf8")));
   const git = (...args) => {
     const r = run("git", ["-c", "user.name=ci-test", "-c", "user.email=ci-test@example.com", "-c", "commit.gpgsign=false", ...args], { cwd: dir });
     assert.equal(r.status, 0, `git ${args.join(" ")}: ${r.stderr}`);
@@ -183,7 +186,11 @@ describe(".gitlab-ci.yml", () => {
       assert.equal(r.status, 0, out);
       assert.match(out, /PASS\s+validate/);
       assertPinnedNode(out, "validate");
-      for (const env of ["staging", "production", "registry-staging", "registry-production"]) assert.match(out, new RegExp(`ok: ${env}\\b`));
+      for (const env of ["staging", "production", "registry-staging", "registry-production"]) {
+        assert.match(out, new RegExp(`ok: ${env}\\b`));
+        // the environment's [vars] through the router's own parser (rulesctl config check)
+        assert.match(out, new RegExp(`config check: \\[env\\.${env}\\] of \\S+: \\d+ vars, .*; 0 problems`));
+      }
     } else {
       assert.notEqual(r.status, 0, `rulesctl validate exits ${direct.status} but the job passed:\n${out}`);
       assert.match(out, /FAIL\s+validate/);

@@ -22,8 +22,35 @@ export function ensureBuild() {
   if (r.status !== 0) throw new Error("bash scripts/build-worker.sh failed");
 }
 
+/** What the tests put in place of wrangler.toml's REPLACE_ME values (example.test: never resolved). */
+export const FILLED = {
+  GITLAB_TOPOLOGY_SERVICE_URL: "https://topology.example.test",
+  GITLAB_PROXY_HOST: "legacy.example.test",
+  GITLAB_ALLOWED_UPSTREAMS: "*.cells.example.test,legacy.example.test",
+  GITLAB_CELLS:
+    '[{"id":1,"address":"legacy.example.test","session_prefix":"cell-1","health_path":"/-/readiness"},{"id":2,"address":"cell-2.cells.example.test","session_prefix":"cell-2","health_path":"/-/readiness"}]',
+};
+
 /**
- * A temp project: wrangler.toml is the repo's, with `main` made absolute and
+ * wrangler.toml text with every `KEY = "REPLACE_ME"` filled in as an operator
+ * would: the vars from FILLED, a KV namespace id per environment (32 hex
+ * digits). Throws on a placeholder it does not know.
+ */
+export function fillPlaceholders(text) {
+  let kv = 0;
+  const out = text.replace(/^(\w+) = "REPLACE_ME"$/gm, (line, key) => {
+    if (key === "id") return `id = "${(++kv).toString(16).padStart(32, "0")}"`;
+    if (!(key in FILLED)) throw new Error(`fillPlaceholders: no test value for ${key}`);
+    return `${key} = '${FILLED[key]}'`;
+  });
+  const left = out.split("\n").find((l) => !l.trimStart().startsWith("#") && l.includes("REPLACE_ME"));
+  if (left) throw new Error(`fillPlaceholders: a REPLACE_ME value is left: ${left}`);
+  return out;
+}
+
+/**
+ * A temp project: wrangler.toml is the repo's, its REPLACE_ME values filled
+ * in (fillPlaceholders), with `main` made absolute and
  * the [build] table left out (its command builds in the repo, and SKIP_BUILD
  * means the prebuilt build/ is what ships); rules/ links to the repo's;
  * build/ is a copy, so a concurrent rebuild cannot change it mid-test;
@@ -39,7 +66,7 @@ export function makeProject(t) {
     if (/^\s*\[/.test(line)) inBuild = /^\s*\[build\]\s*$/.test(line);
     if (!inBuild) out.push(line);
   }
-  const config = out.join("\n").replace(/^main = "build\/index.js"$/m, `main = "${path.join(dir, "build/index.js")}"`);
+  const config = fillPlaceholders(out.join("\n")).replace(/^main = "build\/index.js"$/m, `main = "${path.join(dir, "build/index.js")}"`);
   fs.writeFileSync(path.join(dir, "wrangler.toml"), config);
   fs.symlinkSync(path.join(REPO, "rules"), path.join(dir, "rules"));
   fs.cpSync(path.join(REPO, "build"), path.join(dir, "build"), { recursive: true });

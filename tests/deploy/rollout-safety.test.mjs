@@ -88,21 +88,22 @@ describe("smoke test, routes and rollout record", { concurrency: 2 }, () => {
     for (const q of edge.requests) assert.deepEqual([q.override, q.how, q.version, q.status], [`${NAME}="${newVersion}"`, "override", newVersion, 200]);
   });
 
-  test("a first deploy that fails at the routes leaves a Worker without routes; the next run publishes them", async (t) => {
+  test("a first deploy that fails at its canary route leaves a Worker without routes; the next run goes on from the canary, nothing uploaded again", async (t) => {
     const { api, project } = await setup(t, { seeded: false });
     api.failRoutesPut(1);
     const r1 = await runDeploy([ENV], project.env(api));
     assert.equal(r1.code, 1, explain(r1));
     assert.ok(api.scripts.has(NAME), "the script was uploaded");
     assert.deepEqual(api.scripts.get(NAME).routes, [], "but its routes are not published");
-    assert.match(r1.stderr, /first deploy of .* failed.*run  deploy-worker.sh staging  again/s);
+    assert.match(r1.stderr, /first deploy of .* on the canary route .* failed; staging\.gitlab\.com\/\* were not touched\. Run  deploy-worker.sh staging  again/s);
 
     const r2 = await runDeploy([ENV], project.env(api));
     assert.equal(r2.code, 0, explain(r2));
     assert.match(r2.stderr, /do not point at gitlab-http-router-staging: publishing them/);
     assert.match(r2.stderr, /wrangler triggers deploy --env staging/);
     assert.deepEqual(api.scripts.get(NAME).routes.map((x) => [x.pattern, x.script]), [["staging.gitlab.com/*", NAME]]);
-    assert.match(r2.stderr, /already serves 100%.*nothing to deploy \(its routes are published now\)/);
+    assert.match(r2.stderr, /already serves 100% of .*: no new upload; publishing the canary route/);
+    assert.match(r2.stderr, /done: first deploy of/);
     assert.equal(api.requests.filter((q) => q.method === "POST" && q.path.endsWith(`/scripts/${NAME}/versions`)).length, 0, "nothing uploaded again");
 
     // and now it is whole: the next run changes nothing
@@ -114,15 +115,34 @@ describe("smoke test, routes and rollout record", { concurrency: 2 }, () => {
     assert.deepEqual(api.unknown, []);
   });
 
-  test("routes removed from a running Worker are published again before the rollout", async (t) => {
+  test("a running Worker whose routes were all removed is deployed as a first deploy: the canary, then its routes", async (t) => {
     const { api, project } = await setup(t);
     api.scripts.get(NAME).routes = [];
+    const r = await runDeploy([ENV], project.env(api, { ROLLOUT_PERCENTAGES: "100" }));
+    assert.equal(r.code, 0, explain(r));
+    assert.match(r.stderr, /first deploy: .* serves none of its routes \(staging\.gitlab\.com\/\*\)/);
+    assert.deepEqual(api.routeLog.map((e) => e.routes.map((x) => x.pattern)), [[`${NAME}.gitlab.com/*`], ["staging.gitlab.com/*"]]);
+    // wrangler deploy, 100 % at once (nothing was served): no 0 % smoke step
+    assert.ok(api.deploymentsPosted(NAME).every((v) => v.length === 1 && v[0].percentage === 100), JSON.stringify(api.deploymentsPosted(NAME)));
+    const newest = api.scripts.get(NAME).versions[0];
+    assert.equal(newest.annotations["workers/tag"], TAG);
+    assert.deepEqual(api.latestDeployment(NAME).versions, [{ version_id: newest.id, percentage: 100 }]);
+  });
+
+  test("a route missing from a Worker that serves its other routes is published before the rollout", async (t) => {
+    const { api, project } = await setup(t);
+    // a second route the seeded Worker does not have yet
+    const config = fs.readFileSync(project.config, "utf8").replace(
+      '{ pattern = "staging.gitlab.com/*", zone_name = "gitlab.com" },',
+      '{ pattern = "staging.gitlab.com/*", zone_name = "gitlab.com" },\n  { pattern = "www.staging.gitlab.com/*", zone_name = "gitlab.com" },',
+    );
+    fs.writeFileSync(project.config, config);
     const r = await runDeploy([ENV], project.env(api, { ROLLOUT_PERCENTAGES: "100" }));
     assert.equal(r.code, 0, explain(r));
     const routesPut = api.requests.findIndex((q) => q.method === "PUT" && q.path.endsWith(`/scripts/${NAME}/routes`));
     const firstDeployment = api.requests.findIndex((q) => q.method === "POST" && q.path.endsWith(`/scripts/${NAME}/deployments`));
     assert.ok(routesPut >= 0 && routesPut < firstDeployment, "routes first, then the rollout");
-    assert.equal(api.scripts.get(NAME).routes.length, 1);
+    assert.equal(api.scripts.get(NAME).routes.length, 2);
   });
 
   test("the rollout record lists every step with its deployment id and health; --rollback with it returns to the version before", async (t) => {

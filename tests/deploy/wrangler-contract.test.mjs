@@ -11,9 +11,12 @@
 //   versions view ID --env E --json     annotations["workers/tag"]
 //   deployments list --env E --json     [].created_on, [].versions[].version_id, .percentage
 //   deploy [--config TAIL] --env E --tag T --message M    "deploy" .version_id
+//   deploy --env E --tag T --message M [--secrets-file F] --config CANARY
+//                                       (a first deploy: the routes of E replaced by
+//                                       the canary route) "deploy" .version_id
 //   versions upload --env E --tag T --message M           "version-upload" .version_id
 //   versions deploy A@P% [B@Q%] --env E --yes --message M "version-deploy" .deployment_id
-//   triggers deploy --env E                               exit status only
+//   triggers deploy --env E [--config CANARY]             exit status only
 //   any command                         "command-failed" .code
 //
 // A new wrangler that renames a flag, an entry or a field fails here, named.
@@ -63,7 +66,10 @@ function runs(entries, project, names) {
       const args = [...e.command_line_args];
       const i = args.lastIndexOf("--config");
       if (i >= 0 && args[i + 1] === project.config) args.splice(i, 2);
-      let command = args.join(" ").replaceAll(path.join(project.dir, "tail-worker", "wrangler.toml"), "TAIL_CONFIG");
+      let command = args
+        .join(" ")
+        .replaceAll(path.join(project.dir, "tail-worker", "wrangler.toml"), "TAIL_CONFIG")
+        .replaceAll(path.join(project.dir, `.wrangler-canary.${ENV}.toml`), "CANARY_CONFIG");
       for (const [id, name] of Object.entries(names)) command = command.replaceAll(id, name);
       out.push({ command, session: e, entries: [] });
     } else {
@@ -205,14 +211,18 @@ describe(`the deploy program on the pinned wrangler ${PINNED}`, { concurrency: 2
       [
         `deployments status --env ${ENV} --json`,
         `deploy --config TAIL_CONFIG --env ${ENV} --tag ${TAG} --message ${MESSAGE}`,
-        `deploy --env ${ENV} --tag ${TAG} --message ${MESSAGE}`,
+        `deploy --env ${ENV} --tag ${TAG} --message ${MESSAGE} --config CANARY_CONFIG`,
+        `deployments status --env ${ENV} --json`,
+        `versions view NEW --env ${ENV} --json`,
+        `triggers deploy --env ${ENV}`,
       ],
     );
     assert.equal(only(done[0], "command-failed").code, 10007);
     assert.equal(only(done[2], "deploy").version_id, version);
     const rec = record();
     assert.deepEqual([rec.kind, rec.new_version, rec.outcome], ["first-deploy", version, "completed"]);
-    assert.deepEqual(routerWrites(api).filter((w) => w.startsWith("PUT")), ["PUT /", "PUT /routes", "PUT /schedules"]);
+    // the canary route with the upload, then the environment's routes
+    assert.deepEqual(routerWrites(api).filter((w) => w.startsWith("PUT")), ["PUT /", "PUT /routes", "PUT /schedules", "PUT /routes", "PUT /schedules"]);
     noUnknownCalls(api);
   });
 
@@ -230,21 +240,28 @@ describe(`the deploy program on the pinned wrangler ${PINNED}`, { concurrency: 2
     assert.deepEqual(writes(api), []);
   });
 
-  test("versions view .annotations[\"workers/tag\"] is ours and the routes are gone: triggers deploy publishes them, nothing is uploaded", async (t) => {
+  test("versions view .annotations[\"workers/tag\"] is ours and the routes are gone: triggers deploy publishes the canary, then them; nothing is uploaded", async (t) => {
     const { api, project, oldVersion, entries, record } = await setup(t, { seedTag: TAG, routes: [] });
     const r = await runDeploy([ENV], project.env(api));
     assert.equal(r.code, 0, explain(r));
     const done = runs(entries(), project, { [oldVersion]: "OLD" });
     assert.deepEqual(
       done.map((x) => x.command),
-      [`deployments status --env ${ENV} --json`, `versions view OLD --env ${ENV} --json`, `triggers deploy --env ${ENV}`],
+      [
+        `deployments status --env ${ENV} --json`,
+        `versions view OLD --env ${ENV} --json`,
+        `triggers deploy --env ${ENV} --config CANARY_CONFIG`,
+        `deployments status --env ${ENV} --json`,
+        `versions view OLD --env ${ENV} --json`,
+        `triggers deploy --env ${ENV}`,
+      ],
     );
     assert.deepEqual(done.flatMap((x) => x.entries.filter((e) => e.type === "command-failed")), []);
-    assert.deepEqual(routerWrites(api).filter((w) => w.startsWith("PUT")), ["PUT /routes", "PUT /schedules"]);
+    assert.deepEqual(routerWrites(api).filter((w) => w.startsWith("PUT")), ["PUT /routes", "PUT /schedules", "PUT /routes", "PUT /schedules"]);
     assert.equal(routerWrites(api).filter((w) => w.startsWith("POST /versions") || w.startsWith("POST /deployments")).length, 0, "nothing uploaded or deployed");
     assert.deepEqual(api.scripts.get(NAME).routes.map((x) => x.pattern), workerRoutes(ENV).map((x) => x.pattern));
     const rec = record();
-    assert.deepEqual([rec.kind, rec.outcome, rec.routes.published], ["unchanged", "unchanged", true]);
+    assert.deepEqual([rec.kind, rec.outcome, rec.routes.published], ["first-deploy", "completed", true]);
     noUnknownCalls(api);
   });
 });

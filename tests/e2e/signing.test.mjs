@@ -108,7 +108,7 @@ describe("signing policy", () => {
       assert.equal(res.status, 503);
       assert.match(res.text, /signing unavailable/);
       for (const id of [1, 2]) assert.equal((await (await fetch(`${stack.cells[id].url}/_stats`)).json()).requests, 0);
-      assert.ok(await waitForOutput(stack, (l) => l.includes("GITLAB_ROUTER_SIGNING_KEY is not set")));
+      assert.ok(await waitForOutput(stack, (l) => l.includes("GITLAB_ROUTER_SIGNING_KEY: not set, but GITLAB_ROUTER_SIGNING_POLICY is required")));
     } finally {
       await stack.stop();
     }

@@ -1,7 +1,32 @@
 //! The router's settings, read from wrangler `[vars]` and secrets (SPEC §2).
 //!
-//! A malformed value never stops the router: it is reported as a problem
-//! (logged once per isolate by the edge) and the safe default is used.
+//! A value that cannot be read never stops the router, and never turns into
+//! a refusal of all traffic: it is reported as a [`Problem`] (the edge logs
+//! each once per isolate; `rulesctl config check` fails a deploy on it) and
+//! a stated fallback is used. What each setting falls back to, decided per
+//! setting (README.md, Configuration, has the same table):
+//!
+//! - Whole numbers (every `*_MS`, `*_SECONDS`, `*_RETRIES`, ... setting):
+//!   outside their range, the nearest bound (the operator's intent, as near
+//!   as the router allows); not a whole number, the default. `warn`.
+//! - `GITLAB_ROUTER_SIGNING_POLICY`, neither `required` nor `optional` (in
+//!   any case): `optional`. With a usable key that signs every request, as
+//!   `required` would; without one it forwards unsigned instead of refusing
+//!   everything with 503. `warn`.
+//! - `GITLAB_ALLOWED_UPSTREAMS`, `GITLAB_CELLS`: a bad entry is left out,
+//!   the others are used (a cell list that is not JSON: none). `warn`.
+//! - `GITLAB_UPSTREAM_SCHEME`: `https`; `GITLAB_REQUEST_LOG`: `all`;
+//!   `GITLAB_NOT_FOUND_DELAY_MS`: no delay; `GITLAB_TOPOLOGY_SERVICE_URL`:
+//!   none (classification off, the legacy cell). `warn`.
+//! - `GITLAB_PROXY_HOST` missing or unreadable: there is nothing to fall
+//!   back to; requests without a cell get a clear 502. `error`.
+//! - `GITLAB_ROUTER_SIGNING_KEY` missing or unreadable under `required`:
+//!   every request is refused (503), as `required` states (cells that
+//!   verify would refuse unsigned requests anyway). `error`. Under
+//!   `optional`: forwarded unsigned (`warn` for a bad key; a missing key is
+//!   a `note`, the migration period's state).
+
+use std::fmt;
 
 use crate::address::validate_address;
 use crate::forward::{AllowList, DelayRange, Settings, SigningPolicy};
@@ -51,6 +76,188 @@ pub mod vars {
     pub const CONTROL_REFRESH: &str = "GITLAB_CONTROL_REFRESH_SECONDS";
     pub const NOT_FOUND_DELAY_MS: &str = "GITLAB_NOT_FOUND_DELAY_MS";
     pub const ENVIRONMENT: &str = "GITLAB_ENVIRONMENT";
+
+    /// Every setting the router reads.
+    pub const ALL: &[&str] = &[
+        RULES_CONFIG,
+        TOPOLOGY_SERVICE_URL,
+        PROXY_HOST,
+        UPSTREAM_SCHEME,
+        ALLOWED_UPSTREAMS,
+        CLIENT_ID,
+        CLIENT_SECRET,
+        TIMEOUT_MS,
+        RETRIES,
+        BACKOFF_BASE_MS,
+        BACKOFF_MAX_MS,
+        CACHE_MAX_TTL,
+        CACHE_DEFAULT_TTL,
+        CACHE_NEGATIVE_TTL,
+        CACHE_STALE,
+        MEMORY_ENTRIES,
+        RETRY_BUDGET_PERCENT,
+        RETRY_BUDGET_MIN,
+        BREAKER_FAILURES,
+        BREAKER_OPEN_MS,
+        SIGNING_KEY,
+        SIGNING_POLICY,
+        SIGNATURE_TTL,
+        SIGNING_ISSUER,
+        REQUEST_LOG,
+        CELLS,
+        CELL_FAILURES,
+        CELL_FAILURE_WINDOW_MS,
+        CELL_OPEN_MS,
+        CELL_HEALTH_REFRESH_MS,
+        CELL_HEALTH_MAX_AGE_SECONDS,
+        CELL_PROBE_TIMEOUT_MS,
+        CELL_HEADERS_TIMEOUT_MS,
+        CELL_TRIAL_SPACING_MS,
+        SMOKE_TEST_SECRET,
+        CONTROL_REFRESH,
+        NOT_FOUND_DELAY_MS,
+        ENVIRONMENT,
+    ];
+}
+
+/// How a [`Problem`] shows at run time, and whether it stops a deploy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// The router has nothing to fall back to, or refuses traffic as a
+    /// setting says (no legacy cell; signing required without a usable
+    /// key): an `error` line (it reaches Sentry). Fails the deploy check.
+    Error,
+    /// A value the router cannot read, or reads only in part; the fallback
+    /// it uses is stated: a `warn` line. Fails the deploy check.
+    Warn,
+    /// A deliberate state worth stating once (no signing key while signing
+    /// is optional): an `info` line. The deploy check passes.
+    Note,
+}
+
+impl Level {
+    /// The log line's `level`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warn => "warn",
+            Level::Note => "info",
+        }
+    }
+
+    /// Whether `rulesctl config check` (and so a deploy) fails on it.
+    pub fn fails_check(self) -> bool {
+        !matches!(self, Level::Note)
+    }
+}
+
+/// One setting's problem: which setting, its value as given (never a
+/// secret's), what is wrong and what the router does instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub level: Level,
+    pub setting: String,
+    /// The value as given (trimmed), or the entry of a list that is wrong;
+    /// `None` when not set, and always for a secret.
+    pub value: Option<String>,
+    pub wrong: String,
+    /// What the router uses or does instead.
+    pub instead: String,
+}
+
+impl Problem {
+    fn new(level: Level, setting: &str, value: Option<&str>, wrong: &str, instead: &str) -> Self {
+        Problem {
+            level,
+            setting: setting.to_string(),
+            value: value.map(str::to_string),
+            wrong: wrong.to_string(),
+            instead: instead.to_string(),
+        }
+    }
+
+    pub fn error(setting: &str, value: Option<&str>, wrong: &str, instead: &str) -> Self {
+        Problem::new(Level::Error, setting, value, wrong, instead)
+    }
+
+    pub fn warn(setting: &str, value: Option<&str>, wrong: &str, instead: &str) -> Self {
+        Problem::new(Level::Warn, setting, value, wrong, instead)
+    }
+
+    pub fn note(setting: &str, value: Option<&str>, wrong: &str, instead: &str) -> Self {
+        Problem::new(Level::Note, setting, value, wrong, instead)
+    }
+}
+
+/// `SETTING="value": what is wrong; what is used instead` (without
+/// `="value"` when there is none to show).
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.setting)?;
+        if let Some(value) = &self.value {
+            write!(f, "={value:?}")?;
+        }
+        write!(f, ": {}; {}", self.wrong, self.instead)
+    }
+}
+
+/// A whole-number setting's value: `(the number used, Some((what is wrong,
+/// what is used instead)))`. Out of `min..=max` it is the nearest bound;
+/// not a whole number, `default`.
+fn read_number(v: &str, default: u32, min: u32, max: u32) -> (u32, Option<(String, String)>) {
+    let (negative, digits) = match v.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, v.strip_prefix('+').unwrap_or(v)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return (
+            default,
+            Some((
+                format!("not a whole number ({min}..={max})"),
+                format!("using the default, {default}"),
+            )),
+        );
+    }
+    // Digits alone: too many for u64 is above any maximum.
+    let n = if negative {
+        None
+    } else {
+        Some(digits.parse::<u64>().unwrap_or(u64::MAX))
+    };
+    match n {
+        Some(n) if n >= u64::from(min) && n <= u64::from(max) => {
+            (u32::try_from(n).unwrap_or(max), None)
+        }
+        Some(n) if n > u64::from(max) => (
+            max,
+            Some((format!("above the maximum, {max}"), format!("using {max}"))),
+        ),
+        _ => (
+            min,
+            Some((format!("below the minimum, {min}"), format!("using {min}"))),
+        ),
+    }
+}
+
+/// The settings that are Worker secrets (`wrangler secret put`), never
+/// `[vars]`: their values are never shown.
+pub const SECRETS: &[&str] = &[
+    vars::CLIENT_ID,
+    vars::CLIENT_SECRET,
+    vars::SIGNING_KEY,
+    vars::SMOKE_TEST_SECRET,
+];
+
+/// A value of the secret's form, for checking a configuration whose
+/// secrets are known by name only (`rulesctl config check`): the value
+/// itself is never read there.
+pub fn secret_stand_in(name: &str) -> &'static str {
+    if name == vars::SIGNING_KEY {
+        // 32 bytes, an Ed25519 seed's length.
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+    } else {
+        "set"
+    }
 }
 
 /// Everything the edge needs, parsed once per isolate.
@@ -115,8 +322,9 @@ impl Config {
     }
 
     /// Reads every setting through `lookup`; returns the config and the
-    /// problems found, each a sentence naming the variable.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> (Config, Vec<String>) {
+    /// problems found (see the module docs for what each setting falls
+    /// back to). A secret's value is never put in a problem.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> (Config, Vec<Problem>) {
         let mut problems = Vec::new();
         let get = |name: &str| {
             lookup(name)
@@ -126,16 +334,23 @@ impl Config {
 
         let proxy_host = match get(vars::PROXY_HOST) {
             None => {
-                problems.push(format!(
-                    "{} is not set: the router has no legacy cell to send requests to",
-                    vars::PROXY_HOST
+                problems.push(Problem::error(
+                    vars::PROXY_HOST,
+                    None,
+                    "not set",
+                    "there is no legacy cell: requests no rule sends to a cell get a 502",
                 ));
                 None
             }
             Some(host) => match validate_address(&host) {
                 Ok(()) => Some(host),
                 Err(e) => {
-                    problems.push(format!("{}: {e}", vars::PROXY_HOST));
+                    problems.push(Problem::error(
+                        vars::PROXY_HOST,
+                        Some(host.as_str()),
+                        &format!("not host[:port]: {e}"),
+                        "there is no legacy cell: requests no rule sends to a cell get a 502",
+                    ));
                     None
                 }
             },
@@ -144,48 +359,53 @@ impl Config {
             None | Some("https") => "https",
             Some("http") => "http",
             Some(other) => {
-                problems.push(format!(
-                    "{}: {other:?} is neither https nor http; using https",
-                    vars::UPSTREAM_SCHEME
+                problems.push(Problem::warn(
+                    vars::UPSTREAM_SCHEME,
+                    Some(other),
+                    "neither https nor http",
+                    "using https",
                 ));
                 "https"
             }
         };
         let allowed_upstreams = match get(vars::ALLOWED_UPSTREAMS) {
             None => AllowList::default(),
-            Some(spec) => AllowList::parse(&spec).unwrap_or_else(|e| {
-                problems.push(format!(
-                    "{}: {e}; only the legacy cell and the ruleset's fixed addresses are allowed",
-                    vars::ALLOWED_UPSTREAMS
-                ));
-                AllowList::default()
-            }),
+            Some(spec) => {
+                let (list, bad) = AllowList::parse_each(&spec);
+                for (entry, e) in bad {
+                    problems.push(Problem::warn(
+                        vars::ALLOWED_UPSTREAMS,
+                        Some(entry.as_str()),
+                        &format!("not an allow-list entry: {e}"),
+                        "this entry is left out; the others are allowed",
+                    ));
+                }
+                list
+            }
         };
         let topology_url = get(vars::TOPOLOGY_SERVICE_URL).and_then(|url| {
             if url.starts_with("https://") || url.starts_with("http://") {
                 Some(url.trim_end_matches('/').to_string())
             } else {
-                problems.push(format!(
-                    "{}: {url:?} is not an http(s) URL; classification is off",
-                    vars::TOPOLOGY_SERVICE_URL
+                problems.push(Problem::warn(
+                    vars::TOPOLOGY_SERVICE_URL,
+                    Some(url.as_str()),
+                    "not an http(s) URL",
+                    "classification is off: requests it would classify go to the legacy cell",
                 ));
                 None
             }
         });
 
-        let mut number = |name: &str, default: u32, min: u32, max: u32| -> u32 {
-            match get(name) {
-                None => default,
-                Some(v) => match v.parse::<u32>() {
-                    Ok(n) if (min..=max).contains(&n) => n,
-                    _ => {
-                        problems.push(format!(
-                            "{name}: {v:?} is not a number in {min}..={max}; using {default}"
-                        ));
-                        default
-                    }
-                },
+        let mut number = |name: &'static str, default: u32, min: u32, max: u32| -> u32 {
+            let Some(v) = get(name) else {
+                return default;
+            };
+            let (n, problem) = read_number(&v, default, min, max);
+            if let Some((wrong, instead)) = problem {
+                problems.push(Problem::warn(name, Some(v.as_str()), &wrong, &instead));
             }
+            n
         };
         let defaults = ClientPolicy::default();
         let control_refresh_secs = number(
@@ -275,15 +495,19 @@ impl Config {
             1,
             3600,
         );
-        let signing_policy = match get(vars::SIGNING_POLICY).as_deref() {
-            None | Some("optional") => SigningPolicy::Optional,
-            Some("required") => SigningPolicy::Required,
+        let signing_policy = match get(vars::SIGNING_POLICY) {
+            None => SigningPolicy::Optional,
+            Some(v) if v.eq_ignore_ascii_case("optional") => SigningPolicy::Optional,
+            Some(v) if v.eq_ignore_ascii_case("required") => SigningPolicy::Required,
             Some(other) => {
-                problems.push(format!(
-                    "{}: {other:?} is neither required nor optional; using required",
-                    vars::SIGNING_POLICY
+                problems.push(Problem::warn(
+                    vars::SIGNING_POLICY,
+                    Some(other.as_str()),
+                    "neither required nor optional",
+                    "using optional: requests are signed while the key is usable, \
+                     forwarded unsigned otherwise (never all refused)",
                 ));
-                SigningPolicy::Required
+                SigningPolicy::Optional
             }
         };
         let issuer = get(vars::SIGNING_ISSUER)
@@ -292,48 +516,64 @@ impl Config {
             None => Ok(None),
             Some(key) => crate::forward::signing::Signer::from_base64(&key, &issuer, ttl).map(Some),
         };
+        // A secret: its value is never in a problem.
         match (&signer, signing_policy) {
-            (Err(e), SigningPolicy::Required) => problems.push(format!(
-                "{}: {e}; every request is refused (503) until it is fixed",
-                vars::SIGNING_KEY
-            )),
-            (Err(e), SigningPolicy::Optional) => problems.push(format!(
-                "{}: {e}; requests are forwarded unsigned",
-                vars::SIGNING_KEY
-            )),
-            (Ok(None), SigningPolicy::Required) => problems.push(format!(
-                "{} is not set but {} is required: every request is refused (503)",
+            (Err(e), SigningPolicy::Required) => problems.push(Problem::error(
                 vars::SIGNING_KEY,
-                vars::SIGNING_POLICY
+                None,
+                &format!("not a usable key: {e}"),
+                "every request is refused (503) until it is fixed (GITLAB_ROUTER_SIGNING_POLICY is required)",
             )),
-            (Ok(None), SigningPolicy::Optional) => problems.push(format!(
-                "{} is not set: requests are forwarded unsigned ({}=optional)",
+            (Err(e), SigningPolicy::Optional) => problems.push(Problem::warn(
                 vars::SIGNING_KEY,
-                vars::SIGNING_POLICY
+                None,
+                &format!("not a usable key: {e}"),
+                "requests are forwarded unsigned (GITLAB_ROUTER_SIGNING_POLICY is optional)",
+            )),
+            (Ok(None), SigningPolicy::Required) => problems.push(Problem::error(
+                vars::SIGNING_KEY,
+                None,
+                "not set, but GITLAB_ROUTER_SIGNING_POLICY is required",
+                "every request is refused (503)",
+            )),
+            (Ok(None), SigningPolicy::Optional) => problems.push(Problem::note(
+                vars::SIGNING_KEY,
+                None,
+                "not set",
+                "requests are forwarded unsigned (GITLAB_ROUTER_SIGNING_POLICY is optional)",
             )),
             (Ok(Some(_)), _) => {}
         }
 
-        let request_logging = match get(vars::REQUEST_LOG).as_deref() {
+        let request_logging = match get(vars::REQUEST_LOG) {
             None => RequestLogging::All,
-            Some(value) if RequestLogging::parse(value).is_some() => {
-                RequestLogging::parse(value).unwrap_or(RequestLogging::All)
-            }
-            Some(other) => {
-                problems.push(format!(
-                    "{}: {other:?} is none of all, errors, sample:<share from 0 to 1>; using all",
-                    vars::REQUEST_LOG
-                ));
-                RequestLogging::All
-            }
+            Some(value) => match RequestLogging::parse(&value) {
+                Some(logging) => logging,
+                None => {
+                    problems.push(Problem::warn(
+                        vars::REQUEST_LOG,
+                        Some(value.as_str()),
+                        "none of all, errors, sample:<share from 0 to 1>",
+                        "using all",
+                    ));
+                    RequestLogging::All
+                }
+            },
         };
 
         let cells = match get(vars::CELLS) {
             None => CellList::default(),
             Some(json) => {
                 let (cells, bad) = CellList::parse(&json);
+                let whole = cells.is_empty() && bad.len() == 1;
                 for problem in bad {
-                    problems.push(format!("{}: {problem}", vars::CELLS));
+                    let wrong = problem.strip_suffix("; left out").unwrap_or(&problem);
+                    let instead = if whole && !problem.starts_with("entry ") {
+                        "no cell list is used"
+                    } else {
+                        "this entry is left out; the other cells are used"
+                    };
+                    problems.push(Problem::warn(vars::CELLS, None, wrong, instead));
                 }
                 cells
             }
@@ -344,10 +584,11 @@ impl Config {
                 Some(range) if range.max_ms == 0 => None,
                 Some(range) => Some(range),
                 None => {
-                    problems.push(format!(
-                        "{}: {v:?} is not MIN-MAX milliseconds (0..={}); 404s are not delayed",
+                    problems.push(Problem::warn(
                         vars::NOT_FOUND_DELAY_MS,
-                        DelayRange::MAX_MS
+                        Some(v.as_str()),
+                        &format!("not MIN-MAX milliseconds (0..={})", DelayRange::MAX_MS),
+                        "404s are not delayed",
                     ));
                     None
                 }
@@ -414,7 +655,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn read(pairs: &[(&str, &str)]) -> (Config, Vec<String>) {
+    fn read(pairs: &[(&str, &str)]) -> (Config, Vec<Problem>) {
         let map: HashMap<String, String> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -453,7 +694,9 @@ mod tests {
 
         let (c, problems) = read(&[("GITLAB_NOT_FOUND_DELAY_MS", "50-250")]);
         assert_eq!(c.not_found_delay, d.into());
-        assert!(problems.iter().all(|p| !p.contains("NOT_FOUND")));
+        assert!(problems
+            .iter()
+            .all(|p| p.setting != "GITLAB_NOT_FOUND_DELAY_MS"));
         let (c, _) = read(&[]);
         assert_eq!(c.not_found_delay, None, "off by default");
         let (c, _) = read(&[("GITLAB_NOT_FOUND_DELAY_MS", "0")]);
@@ -462,14 +705,16 @@ mod tests {
         assert_eq!(c.not_found_delay, None);
         assert!(problems
             .iter()
-            .any(|p| p.contains("GITLAB_NOT_FOUND_DELAY_MS") && p.contains("250-50")));
+            .any(|p| p.setting == "GITLAB_NOT_FOUND_DELAY_MS"
+                && p.value.as_deref() == Some("250-50")
+                && p.level == Level::Warn));
     }
 
     #[test]
     fn request_log_sampling() {
-        let log_problems = |p: Vec<String>| -> Vec<String> {
+        let log_problems = |p: Vec<Problem>| -> Vec<Problem> {
             p.into_iter()
-                .filter(|p| p.contains("GITLAB_REQUEST_LOG"))
+                .filter(|p| p.setting == "GITLAB_REQUEST_LOG")
                 .collect()
         };
         let (c, problems) = read(&[("GITLAB_REQUEST_LOG", "sample:0.01")]);
@@ -540,7 +785,7 @@ mod tests {
     }
 
     #[test]
-    fn malformed_values_are_reported_and_defaulted() {
+    fn malformed_values_are_reported_and_fall_back() {
         let (c, problems) = read(&[
             ("GITLAB_PROXY_HOST", "https://legacy/"),
             ("GITLAB_UPSTREAM_SCHEME", "gopher"),
@@ -552,9 +797,11 @@ mod tests {
         assert_eq!(c.upstream_scheme, "https");
         assert_eq!(c.topology_url, None);
         assert_eq!(c.client.retries, ClientPolicy::default().retries);
-        assert!(c.allowed_upstreams.is_empty());
+        assert!(c.allowed_upstreams.allows("ok.example.com"));
         assert_eq!(problems.len(), 6, "{problems:#?}");
-        assert!(problems.iter().all(|p| p.starts_with("GITLAB_")));
+        assert!(problems
+            .iter()
+            .all(|p| p.to_string().starts_with("GITLAB_")));
     }
 
     #[test]
@@ -564,14 +811,22 @@ mod tests {
             ("GITLAB_ROUTER_SIGNING_POLICY", "required"),
         ]);
         assert!(matches!(c.signer, Ok(None)));
-        assert!(problems[0].contains("refused (503)"), "{problems:?}");
+        assert!(
+            problems[0].to_string().contains("refused (503)"),
+            "{problems:?}"
+        );
+        assert_eq!(problems[0].level, Level::Error);
         let (c, problems) = read(&[
             ("GITLAB_PROXY_HOST", "legacy"),
             ("GITLAB_ROUTER_SIGNING_KEY", "short"),
         ]);
         assert!(c.signer.is_err());
         assert_eq!(c.signing_policy, SigningPolicy::Optional);
-        assert!(problems[0].contains("forwarded unsigned"), "{problems:?}");
+        assert!(
+            problems[0].to_string().contains("forwarded unsigned"),
+            "{problems:?}"
+        );
+        assert_eq!(problems[0].level, Level::Warn);
     }
 
     #[test]
@@ -618,11 +873,12 @@ mod tests {
         ]);
         assert_eq!(c.cells.len(), 1);
         assert_eq!(c.circuits.failures, 3);
-        assert_eq!(c.circuits.open_ms, CircuitPolicy::default().open_ms);
+        assert_eq!(c.circuits.open_ms, 100, "below the minimum: the minimum");
         assert_eq!(c.health_refresh_ms, 5_000);
-        let mine: Vec<&String> = problems
+        let mine: Vec<String> = problems
             .iter()
-            .filter(|p| p.starts_with("GITLAB_CELL"))
+            .filter(|p| p.setting.starts_with("GITLAB_CELL"))
+            .map(ToString::to_string)
             .collect();
         assert_eq!(mine.len(), 2, "{problems:#?}");
         assert!(
@@ -634,13 +890,218 @@ mod tests {
         assert!(c.cells.is_empty());
         assert!(problems
             .iter()
-            .any(|p| p.starts_with("GITLAB_CELLS: not JSON")));
+            .any(|p| p.to_string().starts_with("GITLAB_CELLS: not JSON")
+                && p.instead == "no cell list is used"));
     }
 
     #[test]
     fn missing_proxy_host_is_a_problem() {
         let (c, problems) = read(&[]);
         assert_eq!(c.proxy_host, None);
-        assert!(problems[0].contains("GITLAB_PROXY_HOST is not set"));
+        assert_eq!(problems[0].setting, "GITLAB_PROXY_HOST");
+        assert!(problems[0]
+            .to_string()
+            .starts_with("GITLAB_PROXY_HOST: not set; "));
+        assert_eq!(problems[0].level, Level::Error);
+    }
+
+    const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+    fn about<'a>(problems: &'a [Problem], setting: &str) -> Vec<&'a Problem> {
+        problems.iter().filter(|p| p.setting == setting).collect()
+    }
+
+    #[test]
+    fn a_signing_policy_typo_falls_back_to_optional_not_to_refusing_everything() {
+        // No key: `required` would refuse every request (503).
+        let (c, problems) = read(&[
+            ("GITLAB_PROXY_HOST", "legacy"),
+            ("GITLAB_ROUTER_SIGNING_POLICY", "requird"),
+        ]);
+        assert_eq!(c.signing_policy, SigningPolicy::Optional);
+        let mine = about(&problems, "GITLAB_ROUTER_SIGNING_POLICY");
+        assert_eq!(mine.len(), 1, "{problems:#?}");
+        assert_eq!(mine[0].level, Level::Warn);
+        assert_eq!(mine[0].value.as_deref(), Some("requird"));
+        assert!(mine[0].instead.starts_with("using optional"), "{mine:?}");
+        assert!(
+            problems.iter().all(|p| p.level != Level::Error),
+            "nothing is refused: {problems:#?}"
+        );
+        // With a usable key every request is still signed.
+        let (c, _) = read(&[
+            ("GITLAB_PROXY_HOST", "legacy"),
+            ("GITLAB_ROUTER_SIGNING_KEY", KEY),
+            ("GITLAB_ROUTER_SIGNING_POLICY", "requierd"),
+        ]);
+        assert!(matches!(c.signer, Ok(Some(_))));
+        // The two words in any case; unset is optional without a problem.
+        for (value, policy) in [
+            ("REQUIRED", SigningPolicy::Required),
+            (" Optional ", SigningPolicy::Optional),
+        ] {
+            let (c, problems) = read(&[
+                ("GITLAB_ROUTER_SIGNING_KEY", KEY),
+                ("GITLAB_ROUTER_SIGNING_POLICY", value),
+            ]);
+            assert_eq!(c.signing_policy, policy, "{value}");
+            assert!(about(&problems, "GITLAB_ROUTER_SIGNING_POLICY").is_empty());
+        }
+    }
+
+    #[test]
+    fn one_bad_allowed_upstream_leaves_the_others_allowed() {
+        let (c, problems) = read(&[(
+            "GITLAB_ALLOWED_UPSTREAMS",
+            "*.cells.example.com, bad/host,10.0.0.1:8080 https://x.example",
+        )]);
+        assert!(c.allowed_upstreams.allows("cell-2.cells.example.com"));
+        assert!(c.allowed_upstreams.allows("10.0.0.1:8080"));
+        assert!(!c.allowed_upstreams.allows("bad"));
+        let mine = about(&problems, "GITLAB_ALLOWED_UPSTREAMS");
+        let values: Vec<Option<&str>> = mine.iter().map(|p| p.value.as_deref()).collect();
+        assert_eq!(values, [Some("bad/host"), Some("https://x.example")]);
+        assert!(mine.iter().all(|p| p.level == Level::Warn));
+        assert!(mine[0]
+            .to_string()
+            .starts_with(r#"GITLAB_ALLOWED_UPSTREAMS="bad/host": not an allow-list entry"#));
+    }
+
+    #[test]
+    fn numbers_out_of_range_take_the_nearest_bound_and_non_numbers_the_default() {
+        let timeout = |v: &str| {
+            let (c, problems) = read(&[("GITLAB_TOPOLOGY_TIMEOUT_MS", v)]);
+            let mine: Vec<Problem> = about(&problems, "GITLAB_TOPOLOGY_TIMEOUT_MS")
+                .into_iter()
+                .cloned()
+                .collect();
+            (c.client.timeout_ms, mine)
+        };
+        let default = ClientPolicy::default().timeout_ms;
+        for (value, used) in [("250", 250), (" 30000 ", 30_000), ("+10", 10)] {
+            let (n, problems) = timeout(value);
+            assert_eq!(n, used, "{value}");
+            assert!(problems.is_empty(), "{value}: {problems:?}");
+        }
+        for (value, used, instead) in [
+            ("50000", 30_000, "using 30000"),
+            ("99999999999999999999999", 30_000, "using 30000"),
+            ("5", 10, "using 10"),
+            ("-3", 10, "using 10"),
+            ("abc", default, "using the default, 1000"),
+            ("1e3", default, "using the default, 1000"),
+            ("2.5", default, "using the default, 1000"),
+            ("-", default, "using the default, 1000"),
+        ] {
+            let (n, problems) = timeout(value);
+            assert_eq!(n, used, "{value}");
+            assert_eq!(problems.len(), 1, "{value}");
+            assert_eq!(problems[0].level, Level::Warn);
+            assert_eq!(problems[0].value.as_deref(), Some(value.trim()));
+            assert_eq!(problems[0].instead, instead, "{value}");
+        }
+    }
+
+    #[test]
+    fn a_secret_value_is_never_in_a_problem() {
+        let secret = "this-is-not-a-key-but-secret";
+        let (c, problems) = read(&[
+            ("GITLAB_ROUTER_SIGNING_KEY", secret),
+            ("GITLAB_ROUTER_SIGNING_POLICY", "required"),
+        ]);
+        assert!(c.signer.is_err());
+        let mine = about(&problems, "GITLAB_ROUTER_SIGNING_KEY");
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].value, None);
+        assert!(problems
+            .iter()
+            .all(|p| !format!("{p} {p:?}").contains(secret)));
+    }
+
+    #[test]
+    fn levels_say_what_fails_a_deploy() {
+        let (_, problems) = read(&[]);
+        let levels: Vec<(&str, Level)> = problems
+            .iter()
+            .map(|p| (p.setting.as_str(), p.level))
+            .collect();
+        assert_eq!(
+            levels,
+            [
+                ("GITLAB_PROXY_HOST", Level::Error),
+                ("GITLAB_ROUTER_SIGNING_KEY", Level::Note),
+            ]
+        );
+        assert!(Level::Error.fails_check() && Level::Warn.fails_check());
+        assert!(!Level::Note.fails_check());
+        assert_eq!(
+            [Level::Error, Level::Warn, Level::Note].map(Level::as_str),
+            ["error", "warn", "info"]
+        );
+    }
+
+    #[test]
+    fn every_setting_read_is_listed_and_secret_stand_ins_read_as_set() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let _ = Config::from_lookup(|name| {
+            asked.borrow_mut().push(name.to_string());
+            None
+        });
+        let mut asked = asked.into_inner();
+        asked.sort();
+        asked.dedup();
+        let mut all: Vec<&str> = vars::ALL.to_vec();
+        all.sort_unstable();
+        assert_eq!(asked, all);
+        assert!(SECRETS.iter().all(|s| vars::ALL.contains(s)));
+        let (c, problems) = Config::from_lookup(|name| {
+            SECRETS
+                .contains(&name)
+                .then(|| secret_stand_in(name).to_string())
+        });
+        assert!(matches!(c.signer, Ok(Some(_))));
+        assert!(about(&problems, "GITLAB_ROUTER_SIGNING_KEY").is_empty());
+        assert!(c.smoke_test_secret.is_some() && c.client_secret.is_some());
+    }
+
+    /// README.md's settings table has a row for every setting, each with
+    /// its accepted values and what an unreadable value does.
+    #[test]
+    fn the_readme_table_has_every_setting() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+                .expect("README.md");
+        let section = readme
+            .split("## Configuration\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("a Configuration section");
+        let mut named = Vec::new();
+        for row in section.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+            assert_eq!(cells.len(), 5, "{row}");
+            // `A_B_C` / `_D`: A_B_D.
+            let mut first: Option<String> = None;
+            for item in cells[0].split(" / ") {
+                let item = item.trim().trim_matches('`');
+                match (&first, item.strip_prefix('_')) {
+                    (Some(full), Some(tail)) => {
+                        let keep = full.split('_').count() - tail.split('_').count();
+                        let base: Vec<&str> = full.split('_').take(keep).collect();
+                        named.push(format!("{}_{tail}", base.join("_")));
+                    }
+                    _ => {
+                        first = Some(item.to_string());
+                        named.push(item.to_string());
+                    }
+                }
+            }
+        }
+        for name in vars::ALL {
+            assert!(
+                named.iter().any(|n| n == name),
+                "{name} is not in README.md's table: {named:?}"
+            );
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! token), 2 a wrong command line.
 
 mod cli;
+mod config;
 mod control;
 mod decision;
 mod diff;
@@ -54,6 +55,8 @@ enum Command {
     Signature(signature::Command),
     #[command(subcommand)]
     Control(control::Command),
+    #[command(subcommand)]
+    Config(config::Command),
 }
 
 fn main() {
@@ -83,6 +86,7 @@ fn run(command: Command) -> cli::Outcome<i32> {
         Command::Token(args) => token::run(args),
         Command::Signature(command) => signature::run(command),
         Command::Control(command) => control::run(command),
+        Command::Config(command) => config::run(command),
     }
 }
 
@@ -122,6 +126,9 @@ mod tests {
             "control put --env production control.json",
             "control check control.json",
             "control check -",
+            "config check --env production",
+            "config check --env staging --config wrangler.toml --secret GITLAB_ROUTER_SIGNING_KEY \
+             --secret GITLAB_SMOKE_TEST_SECRET --json --rules-dir rules",
             "control show --env dev --local --persist-to d --config w",
             "control set --dry-run mode=passthrough note=INC-2 --env dev",
             "control set --env dev --local --start-generation 0 reset",

@@ -237,7 +237,10 @@ impl World {
         World::from_config(Config::from_lookup(lookup))
     }
 
-    pub fn from_config((config, problems): (Config, Vec<String>)) -> World {
+    pub fn from_config(
+        (config, problems): (Config, Vec<router_core::config::Problem>),
+    ) -> World {
+        let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
         let ruleset = config.rules_config.as_deref().and_then(|name| {
             let (_, json) = SHIPPED.iter().find(|(n, _)| *n == name)?;
             Some(Ruleset::from_json(name, json).expect("a shipped ruleset compiles"))

@@ -50,10 +50,23 @@ enum AllowPort {
 }
 
 impl AllowList {
-    /// Parses a comma- or whitespace-separated list.
+    /// Parses a comma- or whitespace-separated list; the first bad entry
+    /// is the error.
     pub fn parse(spec: &str) -> Result<AllowList, String> {
+        let (list, bad) = AllowList::parse_each(spec);
+        match bad.into_iter().next() {
+            Some((raw, e)) => Err(format!("allow-list entry {raw:?}: {e}")),
+            None => Ok(list),
+        }
+    }
+
+    /// Parses a comma- or whitespace-separated list entry by entry: the
+    /// good entries, and each bad one (as given) with what is wrong with
+    /// it. A bad entry never costs the others.
+    pub fn parse_each(spec: &str) -> (AllowList, Vec<(String, String)>) {
         let mut exact = HashSet::new();
         let mut entries = Vec::new();
+        let mut bad = Vec::new();
         for raw in spec
             .split([',', ' ', '\n', '\t'])
             .map(str::trim)
@@ -77,7 +90,10 @@ impl AllowList {
                     _ => String::new(),
                 }
             );
-            validate_address(&check).map_err(|e| format!("allow-list entry {raw:?}: {e}"))?;
+            if let Err(e) = validate_address(&check) {
+                bad.push((raw.to_string(), e));
+                continue;
+            }
             if !wildcard && port != AllowPort::Any {
                 exact.insert(lower);
                 continue;
@@ -88,7 +104,7 @@ impl AllowList {
                 port,
             });
         }
-        Ok(AllowList { exact, entries })
+        (AllowList { exact, entries }, bad)
     }
 
     /// Adds one exact `host[:port]` (the legacy cell, a rule's fixed address).

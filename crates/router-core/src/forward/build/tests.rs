@@ -77,7 +77,7 @@ fn isolate_with(vars: &[(&str, &str)]) -> (Isolate, Vec<String>) {
             random: Cell::new(0.5),
         },
     };
-    (iso, problems)
+    (iso, problems.iter().map(ToString::to_string).collect())
 }
 
 /// The request as the edge would make it: the URL parsed, these headers
