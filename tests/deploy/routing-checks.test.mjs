@@ -10,9 +10,10 @@ import { parse } from "smol-toml";
 import { compareVersions, datasetOf, perVersionQuery, readMetricsSettings, runQuery, windowMinutes } from "../../scripts/deploy/analytics.mjs";
 import { claimKind, planRoutingChecks, readRoutingSettings, routingProblem } from "../../scripts/deploy/routing-checks.mjs";
 import { startStandin } from "./cf-api-standin.mjs";
-import { ACCOUNT_ID, REPO } from "./helpers.mjs";
+import { ACCOUNT_ID, REPO, fillPlaceholders } from "./helpers.mjs";
 
-const config = parse(fs.readFileSync(path.join(REPO, "wrangler.toml"), "utf8"));
+// The repo's wrangler.toml as an operator fills it in (its REPLACE_ME values: helpers.mjs FILLED).
+const config = parse(fillPlaceholders(fs.readFileSync(path.join(REPO, "wrangler.toml"), "utf8")));
 const plan = (env) => planRoutingChecks({ vars: config.env[env].vars, rulesDir: path.join(REPO, "rules"), casesDir: path.join(REPO, "tests/rules") });
 const summary = (checks) => checks.map((c) => `${c.family} ${c.method} ${c.path} ${JSON.stringify(c.expect)}`);
 
