@@ -10,6 +10,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parse, stringify } from "smol-toml";
 import { readCurrentDeployment, versionTagOf } from "./deployment-state.mjs";
+import { addBakeChecks } from "./bake-checks.mjs";
 import { runHealthCheck } from "./health-check.mjs";
 import { EXIT, fail, say, tell, warn } from "./log.mjs";
 import { requireSmokeSecret } from "./preflight.mjs";
@@ -515,9 +516,9 @@ export class Deploy {
   }
 
   /** The health check at p %; opts: {url} (default HEALTH_CHECK_URL), {override: false} (the only version: no override header, no secret). */
-  checkHealth(p, { url, override = true } = {}) {
+  async checkHealth(p, { url, override = true } = {}) {
     const s = this.settings;
-    return runHealthCheck({
+    const health = await runHealthCheck({
       cmd: s.healthCmd,
       url: url ?? s.healthUrl,
       override,
@@ -531,6 +532,8 @@ export class Deploy {
       warn,
       smokeSecret: s.smokeSecret,
     });
+    // The routing checks and the metrics comparison (bake-checks.mjs).
+    return health.ok && !this.signal.aborted ? addBakeChecks(this, p, health, { url: url ?? s.healthUrl, override }) : health;
   }
 
   /** Puts the old version back at 100 % alone; says where traffic is and exits 1. */

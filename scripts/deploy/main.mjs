@@ -29,6 +29,7 @@ async function main(argv) {
   process.env.WRANGLER_HIDE_BANNER = "true";
   process.env.CLOUDFLARE_CF_FETCH_ENABLED = "false";
   const settings = readSettings(process.env, ROOT);
+  if (settings.metrics.problems.length) fail(EXIT.USAGE, settings.metrics.problems.join("; "));
   if (!fs.existsSync(settings.configFile)) fail(EXIT.USAGE, `no wrangler config at ${settings.configFile}`);
   let config;
   try {

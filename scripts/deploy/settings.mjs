@@ -3,6 +3,8 @@
 // message from CI or git.
 import { spawnSync } from "node:child_process";
 import path from "node:path";
+import { readMetricsSettings } from "./analytics.mjs";
+import { readRoutingSettings } from "./routing-checks.mjs";
 
 /** "true", "1" and "yes" are true. */
 export function isTrue(value) {
@@ -68,6 +70,9 @@ export function readSettings(env, root) {
     canaryHealthUrl: env.CANARY_HEALTH_CHECK_URL || "",
     secretsFile: env.SECRETS_FILE || "",
     allowPlaceholders: isTrue(env.ALLOW_PLACEHOLDERS),
+    // The routing checks and the bake's metrics comparison (routing-checks.mjs, analytics.mjs).
+    routing: readRoutingSettings(env),
+    metrics: readMetricsSettings(env),
     tag: versionTag(env, root),
     message: versionMessage(env, root),
   };

@@ -26,6 +26,14 @@
 //   api.failScriptPut(name) -> every PUT .../scripts/:name (wrangler deploy) answers 500
 //   api.failDeploymentsGet(403, 9109) -> every GET .../scripts/:name/deployments
 //                            answers that status and API error code
+//   api.setMetrics(dataset, ({version_id, tag, percentage}) => {requests, errors, p99_ms} | null)
+//                          -> what the Analytics Engine SQL API answers for the
+//                            dataset (POST .../analytics_engine/sql), per version
+//                            (percentage: its share in the latest deployment);
+//                            only the per-version query of docs/operations.md is
+//                            understood, anything else is refused loudly (400)
+//   api.bindingsOf(versionId) -> the bindings the version was uploaded with
+//                            (seed(name, {bindings}) for a seeded one)
 //   api.kvPut(ns, key, text) / api.kvGet(ns, key) -> a Workers KV value (wrangler kv key get/put --remote)
 //   api.requests           -> [{method, path, query, json?, text?, parts?, status}]
 //   api.unknown            -> the requests nothing here implements
@@ -55,9 +63,13 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
   const failingScriptPuts = new Set();
   let failingDeploymentsGet = null;
   let clock = Date.parse("2026-05-01T10:00:00Z");
+  // version id -> the bindings its upload's metadata carried
+  const uploadedBindings = new Map();
+  // Analytics Engine: dataset -> ({version_id, tag, percentage}) => counts | null
+  const metrics = new Map();
   const now = () => new Date((clock += 1000)).toISOString();
 
-  function newVersion(script, { tag = null, message = null, triggeredBy = "upload", parts = [], seeded = false } = {}) {
+  function newVersion(script, { tag = null, message = null, triggeredBy = "upload", parts = [], seeded = false, bindings = [] } = {}) {
     const created = now();
     const version = {
       id: randomUUID(),
@@ -84,6 +96,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
       seeded,
     };
     script.versions.unshift(version);
+    uploadedBindings.set(version.id, bindings);
     return version;
   }
 
@@ -149,11 +162,11 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     return script;
   }
 
-  function seed(name, { tag = "0ldc0de", message = "seeded by the test", routes = [], secrets = [] } = {}) {
+  function seed(name, { tag = "0ldc0de", message = "seeded by the test", routes = [], secrets = [], bindings = [] } = {}) {
     const script = newScript(name);
     script.secrets = [...secrets];
     script.routes = routes.map((r) => ({ id: randomUUID(), script: name, ...r }));
-    const version = newVersion(script, { tag, message, seeded: true });
+    const version = newVersion(script, { tag, message, seeded: true, bindings });
     newDeployment(script, [{ version_id: version.id, percentage: 100 }], message, "upload");
     return version.id;
   }
@@ -268,6 +281,11 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
       return reply(200, envelope({ id: moved.id, pattern: moved.pattern, script: moved.script }));
     }
 
+    // Workers Analytics Engine's SQL API: the query is the body.
+    if (/^\/client\/v4\/accounts\/[0-9a-f]{32}\/analytics_engine\/sql$/.test(url.pathname) && req.method === "POST") {
+      return answerSql(req, record, reply);
+    }
+
     // DELETE a route by id (deploy-worker.sh --detach-routes): the Worker no longer serves its pattern.
     if ((zm = url.pathname.match(/^\/client\/v4\/zones\/([0-9a-f]{32})\/workers\/routes\/([^/]+)$/)) && req.method === "DELETE") {
       for (const script of scripts.values()) {
@@ -350,6 +368,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
             message: annotations["workers/message"],
             triggeredBy: "upload",
             parts: record.parts,
+            bindings: record.metadata?.bindings ?? [],
           });
           const deployment = newDeployment(script, [{ version_id: version.id, percentage: 100 }], annotations["workers/message"], "upload");
           return reply(200, envelope({
@@ -409,6 +428,7 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
             tag: annotations["workers/tag"],
             message: annotations["workers/message"],
             parts: record.parts,
+            bindings: record.metadata?.bindings ?? [],
           });
           script.modified_on = now();
           return reply(200, envelope({
@@ -473,6 +493,54 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     return send(res, 404, failure(7003, `cf-api-standin does not implement ${req.method} ${url.pathname}`));
   }
 
+  // The one query the stand-in understands: docs/operations.md's "Per
+  // version during a rollout" (whitespace aside), with any dataset and
+  // number of minutes, as JSON. The answer is computed from setMetrics'
+  // counts the way the SQL would: requests, 5xx / requests, the p99 given.
+  const PER_VERSION = new RegExp(
+    "^SELECT blob2 AS version, SUM\\(_sample_interval\\) AS requests, sumIf\\(_sample_interval, blob9 = '5xx'\\) / SUM\\(_sample_interval\\) AS error_ratio, " +
+      "quantileWeighted\\(0\\.99, double1, _sample_interval\\) AS p99_ms FROM ([A-Za-z_][A-Za-z0-9_]*) WHERE timestamp > NOW\\(\\) - INTERVAL '([0-9]+)' MINUTE " +
+      "GROUP BY version ORDER BY requests DESC FORMAT JSON$",
+  );
+
+  function answerSql(req, record, reply) {
+    const refuse = (status, why) => {
+      unknown.push(record);
+      process.stderr.write(`cf-api-standin: REFUSED Analytics Engine SQL (${why}): ${JSON.stringify(record.text ?? "")}\n`);
+      record.status = status;
+      return reply(status, failure(status === 401 ? 10000 : 7003, `cf-api-standin: ${why}`));
+    };
+    if (!/^Bearer \S+$/.test(req.headers.authorization ?? "")) return refuse(401, "no bearer token");
+    const query = (record.text ?? "").replace(/\s+/g, " ").trim();
+    const m = query.match(PER_VERSION);
+    if (!m) return refuse(400, "a query the stand-in does not understand");
+    const [, dataset] = m;
+    const source = metrics.get(dataset);
+    const rows = [];
+    for (const script of scripts.values()) {
+      const shares = script.deployments[0]?.versions ?? [];
+      for (const v of script.versions) {
+        const counts = source?.({ version_id: v.id, tag: v.annotations["workers/tag"] ?? null, percentage: shares.find((s) => s.version_id === v.id)?.percentage ?? 0 });
+        if (!counts || !counts.requests) continue;
+        rows.push({ version: v.id, requests: String(counts.requests), error_ratio: counts.errors / counts.requests, p99_ms: counts.p99_ms });
+      }
+    }
+    rows.sort((a, b) => Number(b.requests) - Number(a.requests));
+    const body = {
+      meta: [
+        { name: "version", type: "String" },
+        { name: "requests", type: "UInt64" },
+        { name: "error_ratio", type: "Float64" },
+        { name: "p99_ms", type: "Float64" },
+      ],
+      data: rows,
+      rows: rows.length,
+      rows_before_limit_at_least: rows.length,
+    };
+    // The SQL API answers the rows as they are, not in the API's envelope.
+    return reply(200, body);
+  }
+
   const server = http.createServer((req, res) => {
     handle(req, res).catch((err) => {
       process.stderr.write(`cf-api-standin: handler error: ${err.stack}\n`);
@@ -514,6 +582,16 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
       return requests
         .filter((r) => r.method === "POST" && r.status === 200 && r.path.endsWith(`/workers/scripts/${name}/deployments`))
         .map((r) => r.json.versions);
+    },
+    setMetrics(dataset, source) {
+      metrics.set(dataset, source);
+    },
+    bindingsOf(versionId) {
+      return uploadedBindings.get(versionId) ?? null;
+    },
+    /** the Analytics Engine SQL queries that were answered */
+    sqlQueries() {
+      return requests.filter((r) => r.path.endsWith("/analytics_engine/sql") && r.status === 200).map((r) => r.text);
     },
     latestDeployment(name) {
       return scripts.get(name)?.deployments[0] ?? null;

@@ -13,11 +13,20 @@
 // handler of a draft Worker `wrangler secret put` created); with `smokeSecret`, as the router does, 403 to an override
 // request that lacks x-gitlab-http-router-smoke-test: <secret>. Every
 // request is recorded.
+// With `router: {build, vars}` a version answers as the real router does
+// instead: the built worker in `build` (absolute) runs in workerd
+// (Miniflare, tests/e2e/harness.mjs's startRouter), one instance per
+// version, with the [vars] that version was uploaded with (the
+// cf-api-standin keeps each upload's bindings), `vars` over them and
+// GITLAB_SMOKE_TEST_SECRET = smokeSecret; the request is handed to it as
+// it came (the override header included: the router checks the secret).
 //
-//   const edge = await startEdge(api, workerName, { smokeSecret });
+//   const edge = await startEdge(api, workerName, { smokeSecret, router });
 //   edge.url("/-/health"); edge.breakTag("abc1234"); edge.requests; await edge.close()
 import { createHash } from "node:crypto";
 import http from "node:http";
+import path from "node:path";
+import { ROOT as E2E_ROOT, startRouter } from "../e2e/harness.mjs";
 
 /** The override dictionary (RFC 8941, strings only) -> {worker: version}. */
 export function parseOverrides(value) {
@@ -34,9 +43,37 @@ export function bucketOf(key) {
   return createHash("sha256").update(key).digest().readUInt32BE(0) % 100;
 }
 
-export async function startEdge(api, workerName, { smokeSecret } = {}) {
+export async function startEdge(api, workerName, { smokeSecret, router } = {}) {
   const requests = [];
   const brokenTags = new Set();
+  const routers = new Map(); // version id -> Promise<Miniflare>
+  const routerLogs = [];
+
+  function routerOf(version) {
+    if (!routers.has(version)) {
+      const vars = {};
+      for (const b of api.bindingsOf(version) ?? []) if (b.type === "plain_text") vars[b.name] = b.text;
+      Object.assign(vars, router.vars ?? {}, smokeSecret !== undefined ? { GITLAB_SMOKE_TEST_SECRET: smokeSecret } : {});
+      // modulesRoot: the build is outside the repository (a test project's copy).
+      routers.set(version, startRouter(vars, routerLogs, { build: path.relative(E2E_ROOT, router.build), routerOptions: [{ modulesRoot: router.build }] }));
+    }
+    return routers.get(version);
+  }
+
+  async function viaRouter(req, res, version, how) {
+    const mf = await routerOf(version);
+    const headers = {};
+    for (const [name, value] of Object.entries(req.headers)) if (name !== "host" && name !== "connection") headers[name] = value;
+    const answer = await mf.dispatchFetch(`https://${router.host ?? "gitlab.example"}${req.url}`, { method: req.method, headers, redirect: "manual" });
+    const body = Buffer.from(await answer.arrayBuffer());
+    const out = { "x-standin-version": version };
+    answer.headers.forEach((value, name) => {
+      if (name !== "content-length" && name !== "transfer-encoding" && name !== "content-encoding") out[name] = value;
+    });
+    requests.push({ path: req.url, override: req.headers["cloudflare-workers-version-overrides"] ?? null, key: req.headers["cloudflare-workers-version-key"] ?? null, version, how, status: answer.status });
+    res.writeHead(answer.status, out);
+    res.end(body);
+  }
 
   function choose(req) {
     const deployment = api.latestDeployment(workerName);
@@ -54,6 +91,14 @@ export async function startEdge(api, workerName, { smokeSecret } = {}) {
 
   const server = http.createServer((req, res) => {
     const { version, how } = choose(req);
+    if (router && version) {
+      viaRouter(req, res, version, how).catch((e) => {
+        process.stderr.write(`edge-standin: the router of ${version} failed: ${e.stack}\n`);
+        if (!res.headersSent) res.writeHead(599, { "content-type": "text/plain" });
+        res.end(`edge-standin: ${e.message}\n`);
+      });
+      return;
+    }
     const record = api.scripts.get(workerName)?.versions.find((v) => v.id === version);
     const broken = record && brokenTags.has(record.annotations["workers/tag"]);
     const empty = record && !api.isRouter(record);
@@ -75,12 +120,14 @@ export async function startEdge(api, workerName, { smokeSecret } = {}) {
     port,
     url: (p = "/") => `http://127.0.0.1:${port}${p}`,
     requests,
+    routerLogs,
     breakTag(tag) {
       brokenTags.add(tag);
     },
-    close() {
+    async close() {
       server.closeAllConnections?.();
-      return new Promise((resolve) => server.close(resolve));
+      await new Promise((resolve) => server.close(resolve));
+      for (const mf of routers.values()) await (await mf.catch(() => null))?.dispose().catch(() => {});
     },
   };
 }

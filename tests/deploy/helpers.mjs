@@ -164,8 +164,8 @@ export function workerRoutes(env) {
   return parse(fs.readFileSync(path.join(REPO, "wrangler.toml"), "utf8")).env[env].routes ?? [];
 }
 
-/** Requests that change state (anything but GET). */
-export const writes = (api) => api.requests.filter((r) => r.method !== "GET");
+/** Requests that change state (anything but GET; an Analytics Engine SQL query is a POST that reads). */
+export const writes = (api) => api.requests.filter((r) => r.method !== "GET" && !r.path.endsWith("/analytics_engine/sql"));
 
 /** Shows what the script printed when an assertion fails. */
 export const explain = (result) => `exit ${result.code}\n--- stdout\n${result.stdout}\n--- stderr\n${result.stderr}`;
