@@ -314,12 +314,12 @@ impl ControlState {
             ReadOutcome::Absent => {
                 let warning = if self.known {
                     format!(
-                        "the control key is missing: keeping the last known document ({}); write one (rulesctl control set --start-generation {} reset), never delete it",
+                        "the control key is missing: keeping the last known document ({}); write one (rulesctl control set --env ENV --start-generation {} reset), never delete it",
                         self.current.summary(),
                         self.current.purge_generation
                     )
                 } else {
-                    "the control key is missing: routing with the default document, without the shared cache (a purge this isolate cannot see may have made its answers unusable); write one with rulesctl control set --start-generation N reset (N: the highest purge_generation in use, 0 for a new deployment)".to_string()
+                    "the control key is missing: routing with the default document, without the shared cache (a purge this isolate cannot see may have made its answers unusable); write one with rulesctl control set --env ENV --start-generation N reset (N: the highest purge_generation in use, 0 for a new deployment)".to_string()
                 };
                 return Applied {
                     warnings: vec![warning],
