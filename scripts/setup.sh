@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing the router needs, skipping each piece
 # that is already present at the right version (safe to run again):
-#   the wasm32 target, worker-build, wasm-bindgen-cli at the Cargo.lock
-#   version, cargo-fuzz, and the npm packages from package-lock.json (wrangler,
+#   the project's own Node (scripts/node-env.sh, into toolchain/node), the
+#   wasm32 target, worker-build, wasm-bindgen-cli at the Cargo.lock version,
+#   cargo-fuzz, and the npm packages from package-lock.json (wrangler,
 #   miniflare, binaryen's wasm-opt, smol-toml for the deploy program).
 # With --registry it also installs Debian's docker-registry and skopeo, and
 # chromium (the reports' browser test, tests/bench/report-render.test.mjs); with
@@ -27,6 +28,9 @@ install_npm_packages() {
     echo "$lock_hash" > node_modules/.lock-hash
   fi
 }
+
+# scripts/node-env.sh (sourced above) put the project's Node first on PATH.
+say "node $(node --version) from $(dirname "$(command -v node)"), npm $(npm --version)"
 
 if [ "${1:-}" = "--npm-only" ]; then
   install_npm_packages
