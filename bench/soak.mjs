@@ -247,7 +247,17 @@ function fail(o, kind, detail) {
 // request (its lines may arrive after the answer).
 const pendingFailures = [];
 function recordFailures() {
-  for (const [o, kind, detail] of pendingFailures) recordFailure(o, kind, detail);
+  for (const [o, kind, detail] of pendingFailures) {
+    // The router's line says it answered from its stale entry: stale-if-error
+    // was used, and the entry was a "not found" the service gave after the
+    // right cell last answered (the ts-404 phase reaches keys through
+    // requests of other kinds and refreshes too, which lastFallback does not see).
+    if (kind === "stale-ignored" && routerLine(o)?.cache === "stale") {
+      stats[phaseAt(o.started)].stale_ignored--;
+      continue;
+    }
+    recordFailure(o, kind, detail);
+  }
 }
 
 function recordFailure(o, kind, detail) {
