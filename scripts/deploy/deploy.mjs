@@ -11,6 +11,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parse, stringify } from "smol-toml";
 import { readCurrentDeployment, versionTagOf } from "./deployment-state.mjs";
 import { addBakeChecks } from "./bake-checks.mjs";
+import { registryMoveBackWarning } from "./registry-rollback.mjs";
 import { runHealthCheck } from "./health-check.mjs";
 import { EXIT, fail, say, tell, warn } from "./log.mjs";
 import { requireSmokeSecret } from "./preflight.mjs";
@@ -540,10 +541,13 @@ export class Deploy {
   async rollBackAndExit(what, short, { smoke = false } = {}) {
     this.rolloutActive = false;
     tell(what);
+    // A smoke test shifted nothing: no repository moved either way.
+    const moveBack = smoke ? null : registryMoveBackWarning(this.settings.configFile, this.env.vars, this.worker);
+    if (moveBack) warn(`REGISTRY: ${moveBack}`);
     say(`rolling back: ${this.oldVersion} to 100%`);
     const r = await this.wrangler.run(["versions", "deploy", `${this.oldVersion}@100%`, ...this.envArgs, "--yes", "--message", `rollback by deploy-worker.sh after a ${short} of ${this.settings.tag}`]);
     const deployed = lastEntry(r.entries ?? [], "version-deploy");
-    const rollback = { to: this.oldVersion, deployment_id: deployed?.deployment_id ?? null, at: new Date().toISOString(), ok: r.status === 0 };
+    const rollback = { to: this.oldVersion, deployment_id: deployed?.deployment_id ?? null, at: new Date().toISOString(), ok: r.status === 0, ...(moveBack ? { warning: moveBack } : {}) };
     if (r.status === 0) {
       const traffic = `${this.oldVersion} at 100%`;
       this.record.finish("rolled-back", { rollback, traffic, problem: what });
