@@ -18,6 +18,7 @@
 //   profile-mode.mjs       BENCH_PROFILE
 //   paired-mode.mjs        BENCH_PAIRED
 //   instructions-mode.mjs  BENCH_INSTRUCTIONS
+//   scale-mode.mjs         BENCH_SCALE
 //   processes.mjs, proc.mjs, http.mjs: starting, watching and asking them
 //
 // Writes its tables to stdout and its figures to target/bench/*.json.
@@ -29,6 +30,7 @@ import { instructionsMode } from "./driver/instructions-mode.mjs";
 import { pairedMode } from "./driver/paired-mode.mjs";
 import { log, stopAll } from "./driver/processes.mjs";
 import { profileMode } from "./driver/profile-mode.mjs";
+import { scaleMode } from "./driver/scale-mode.mjs";
 import { ROOT, driverOptions, readSettings } from "./driver/settings.mjs";
 import { startStack } from "./driver/stack.mjs";
 import { timedMode } from "./driver/timed.mjs";
@@ -45,6 +47,7 @@ async function main() {
   log(`options ${JSON.stringify(driverOptions(s))}`);
 
   const ctx = await startStack(s, work);
+  if (s.scale) return scaleMode(ctx, work, OUT_DIR);
   if (s.instructions) return instructionsMode(ctx, work, OUT_DIR);
   // Fresh instances for every measured pair.
   if (s.paired.length) return pairedMode(ctx, OUT_DIR);

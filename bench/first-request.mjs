@@ -104,6 +104,8 @@ async function main() {
     peer: w.peer(),
     "peer-log": w.peer({ LOG: "1" }),
     "floor-log": w.floor({ LOG: "1" }),
+    "rust-floor": w.rustFloor,
+    "workers-rs": w.workersRs(),
     "router-session_token": router("session_token"),
     "router-cells": router("cells"),
     "router-session_token-nocache": { ...router("session_token"), cache: false },

@@ -11,7 +11,7 @@ import { reportCommand, writeReport } from "./write.mjs";
 import { barChart } from "./svg.mjs";
 
 // The yardsticks and baselines; every other configuration is the router.
-const YARDSTICKS = new Set(["null", "null-log", "rust-null", "floor", "floor-log", "peer", "peer-log"]);
+const YARDSTICKS = new Set(["null", "null-log", "rust-null", "rust-floor", "workers-rs", "floor", "floor-log", "peer", "peer-log"]);
 const COLOR = { router: "#0969da", yardstick: "#8c959f", floor: "#1a7f37", peer: "#bf8700" };
 const kindOf = (config) => (YARDSTICKS.has(config) ? "yardstick" : "router");
 
