@@ -73,7 +73,10 @@ export function patchV8Flags(buf, flags) {
   const ptrWords = Number((root >> 48n) & 0xffffn);
   if (ptrWords < 3) throw new Error("config: no v8Flags pointer in the root struct");
   const slot = seg0 + 8 * (1 + offset + dataWords + 2);
-  if (buf.readBigUInt64LE(slot) !== 0n) throw new Error("config: v8Flags is already set");
+  // Unset: a null pointer, or (as Miniflare writes it now) a list pointer to no elements.
+  const current = buf.readBigUInt64LE(slot);
+  const emptyList = (current & 3n) === 1n && current >> 35n === 0n;
+  if (current !== 0n && !emptyList) throw new Error("config: v8Flags is already set");
 
   // The new segment: a landing pad, the list of text pointers, the texts.
   const texts = flags.map((f) => Buffer.from(`${f}\0`));

@@ -14,9 +14,7 @@
 // median over BENCH_COLD_SAMPLES fresh processes. Warm request:
 // instructions per request under callgrind (bench/instructions.mjs), at
 // fixed tiers unless BENCH_V8_FLAGS says otherwise, so sizes compare by
-// count whatever the machine's load. Every variant runs without
-// Miniflare's Cache API (the memory cache answers every warm request; its
-// emulation's start-up is Miniflare's, not the router's).
+// count whatever the machine's load.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { haveCallgrind, sendMix } from "../instructions.mjs";
@@ -83,15 +81,17 @@ export async function scaleMode(ctx, work, outDir) {
   const spec = (v, more = {}) => ({
     name: v.name,
     warm: true,
-    options: { ...w.router(v.ruleset, { ...v.bindings, ...more }), scriptPath: join(SCALE_BUILD, "index.js"), modulesRoot: SCALE_BUILD, cache: false },
+    options: { ...w.router(v.ruleset, { ...v.bindings, ...more }), scriptPath: join(SCALE_BUILD, "index.js"), modulesRoot: SCALE_BUILD },
   });
 
   log(`scale: first request, ${s.coldSamples} fresh workerd per variant (${variants.map((v) => v.name).join(", ")})`);
-  const cold = await coldStart(
+  const cold = s.coldSamples === 0 ? { samples: [], summary: [] } : await coldStart(
     variants.map((v) => spec(v)),
     COLD_REQUEST,
     { samples: s.coldSamples, outboundHop: s.outboundHop },
   );
+  for (const x of cold.summary) log(`${x.config}: first request CPU ${fmt(x.cpu_first_ms, 1)} ms (median of ${x.samples}), ready ${fmt(x.cpu_ready_ms, 1)} ms`);
+  writeFileSync(join(outDir, "scale.json"), JSON.stringify({ cold: cold.samples }, null, 2) + "\n");
 
   const count = await counter(ctx, work, opt);
   let errors = 0;
@@ -103,7 +103,7 @@ export async function scaleMode(ctx, work, outDir) {
     const warmUp = async (t) => {
       if (v.fill > 0) {
         log(`${v.name}: filling the memory cache with ${v.fill} keys`);
-        errors += await sendMix(t.url, fillRequests(v.fill, v.size), { count: v.fill, concurrency: 2 });
+        errors += await sendMix(t.url, fillRequests(v.fill, v.size), { count: v.fill, concurrency: 4 });
       }
       await ctx.warmUp(t);
     };
@@ -117,9 +117,9 @@ export async function scaleMode(ctx, work, outDir) {
       dimension: v.dimension,
       size: v.size,
       ruleset: v.ruleset,
-      first_min_ms: Math.min(...firsts),
-      first_median_ms: median(firsts),
-      ready_median_ms: median(readies),
+      first_min_ms: firsts.length ? Math.min(...firsts) : null,
+      first_median_ms: firsts.length ? median(firsts) : null,
+      ready_median_ms: readies.length ? median(readies) : null,
       warm: counted.main,
       warm_min: counted.main_min,
       warm_max: counted.main_max,
