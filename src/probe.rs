@@ -21,18 +21,7 @@ pub async fn probe_cells(list: &CellList, scheme: &str, timeout_ms: u32) -> Heal
         .iter()
         .map(|cell| {
             let url = format!("{scheme}://{}{}", cell.address, cell.health_path);
-            (
-                cell.id,
-                Outgoing {
-                    method: "GET",
-                    url: &url,
-                    headers: vec![("user-agent", "gitlab-http-router-health-probe")],
-                    body: None,
-                    timeout_ms,
-                }
-                .request()
-                .map(|r| global_fetch(&r)),
-            )
+            (cell.id, probe(&url, timeout_ms))
         })
         .collect();
     let mut cells = Vec::with_capacity(pending.len());
@@ -72,4 +61,17 @@ pub async fn probe_cells(list: &CellList, scheme: &str, timeout_ms: u32) -> Heal
         checked_at_ms: clock::now() as u64,
         cells,
     }
+}
+
+/// Starts one probe's `GET`.
+fn probe(url: &str, timeout_ms: u32) -> Result<js_sys::Promise, JsValue> {
+    let request = Outgoing {
+        method: "GET",
+        url,
+        headers: vec![("user-agent", "gitlab-http-router-health-probe")],
+        body: None,
+        timeout_ms,
+    }
+    .request()?;
+    Ok(global_fetch(&request))
 }
