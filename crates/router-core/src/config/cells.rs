@@ -2,7 +2,7 @@
 //! ([`CircuitPolicy`], whose defaults these are) and the health probe that
 //! marks them down.
 
-use super::setting::{Number, Reader, Row, Text};
+use super::setting::{Meaning, Number, Reader, Row, Text};
 use crate::resolve::cells::{CellList, CircuitPolicy};
 
 pub const CELLS: Text = Text {
@@ -42,11 +42,15 @@ impl Default for Probe {
 }
 
 /// The circuits' and the probe's settings, each bound to its field.
-fn numbers<'a>(circuits: &'a mut CircuitPolicy, probe: &'a mut Probe) -> [Number<'a>; 8] {
+fn numbers<'a, M: Meaning>(
+    circuits: &'a mut CircuitPolicy,
+    probe: &'a mut Probe,
+) -> [Number<'a, M>; 8] {
     [
         Number {
             name: "GITLAB_CELL_FAILURES",
-            meaning: "the cell's own failures in a row that open the circuit of one of its \
+            meaning: M::of(
+                "the cell's own failures in a row that open the circuit of one of its \
                       addresses (web or registry) in an isolate: a request without a body that \
                       the cell never answered (connection refused or reset, no response headers \
                       within `GITLAB_CELL_HEADERS_TIMEOUT_MS`) while it answered no one else; no \
@@ -54,60 +58,73 @@ fn numbers<'a>(circuits: &'a mut CircuitPolicy, probe: &'a mut Probe) -> [Number
                       {\"countGatewayStatuses\": true}` (502, 503, 504; a 503 with `Retry-After` \
                       never). Requests then get a 503 with `Retry-After` at once; `0`: no \
                       circuits (and the probe marks nothing down)",
+            ),
             min: 0,
             max: 10_000,
             value: &mut circuits.failures,
         },
         Number {
             name: "GITLAB_CELL_FAILURE_WINDOW_MS",
-            meaning: "a run of failures whose first is older than this starts over",
+            meaning: M::of("a run of failures whose first is older than this starts over"),
             min: 100,
             max: 600_000,
             value: &mut circuits.window_ms,
         },
         Number {
             name: "GITLAB_CELL_OPEN_MS",
-            meaning: "how long a circuit stays open before trial requests (an answer closes it, \
+            meaning: M::of(
+                "how long a circuit stays open before trial requests (an answer closes it, \
                       a failed trial opens it again; `Retry-After` counts down to it)",
+            ),
             min: 100,
             max: 600_000,
             value: &mut circuits.open_ms,
         },
         Number {
             name: "GITLAB_CELL_TRIAL_SPACING_MS",
-            meaning: "while a circuit is half-open, at most one trial request (no body, no \
+            meaning: M::of(
+                "while a circuit is half-open, at most one trial request (no body, no \
                       WebSocket or long poll) per this, however long the trials take",
+            ),
             min: 10,
             max: 600_000,
             value: &mut circuits.trial_spacing_ms,
         },
         Number {
             name: "GITLAB_CELL_HEADERS_TIMEOUT_MS",
-            meaning: "a request without a body whose response headers have not come after this \
+            meaning: M::of(
+                "a request without a body whose response headers have not come after this \
                       long counts as a failure of the cell (the request goes on); `0`: never",
+            ),
             min: 0,
             max: 3_600_000,
             value: &mut circuits.headers_timeout_ms,
         },
         Number {
             name: "GITLAB_CELL_HEALTH_REFRESH_MS",
-            meaning: "how often an isolate reads the probe's record from KV (`ROUTER_CONTROL`, \
+            meaning: M::of(
+                "how often an isolate reads the probe's record from KV (`ROUTER_CONTROL`, \
                       key `cell-health`; one request per interval pays the read)",
+            ),
             min: 500,
             max: 600_000,
             value: &mut probe.refresh_ms,
         },
         Number {
             name: "GITLAB_CELL_HEALTH_MAX_AGE_SECONDS",
-            meaning: "a probe record older than this is ignored (the cron stopped); also its KV \
+            meaning: M::of(
+                "a probe record older than this is ignored (the cron stopped); also its KV \
                       expiry (at least 60 s, KV's least)",
+            ),
             min: 10,
             max: 86_400,
             value: &mut probe.max_age_secs,
         },
         Number {
             name: "GITLAB_CELL_PROBE_TIMEOUT_MS",
-            meaning: "per health probe (`GET <scheme>://<address><health_path>`; up is a 2xx)",
+            meaning: M::of(
+                "per health probe (`GET <scheme>://<address><health_path>`; up is a 2xx)",
+            ),
             min: 100,
             max: 30_000,
             value: &mut probe.timeout_ms,

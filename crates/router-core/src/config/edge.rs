@@ -2,7 +2,7 @@
 //! ([`RequestLogging`]), the control document's refresh and the name the
 //! metrics carry.
 
-use super::setting::{Number, Reader, Row, Text};
+use super::setting::{Meaning, Number, Reader, Row, Text};
 use crate::log::RequestLogging;
 
 /// Read here as text; the edge compiles the ruleset it names, and reports
@@ -54,10 +54,10 @@ impl Default for Refresh {
     }
 }
 
-fn numbers(refresh: &mut Refresh) -> [Number<'_>; 1] {
+fn numbers<M: Meaning>(refresh: &mut Refresh) -> [Number<'_, M>; 1] {
     [Number {
         name: "GITLAB_CONTROL_REFRESH_SECONDS",
-        meaning: "how often each isolate reads the runtime control document",
+        meaning: M::of("how often each isolate reads the runtime control document"),
         min: 1,
         max: 3_600,
         value: &mut refresh.control_secs,

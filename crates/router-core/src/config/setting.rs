@@ -25,12 +25,29 @@ pub struct Text {
 /// A whole-number setting, bound to the field it sets; the field's value
 /// before reading is the default. Out of `min..=max` a value takes the
 /// nearest bound; not a whole number, the default (`warn` either way).
-pub struct Number<'a> {
+/// Its meaning is `M`: the text for the table, `()` for reading.
+pub struct Number<'a, M> {
     pub name: &'static str,
-    pub meaning: &'static str,
+    pub meaning: M,
     pub min: u32,
     pub max: u32,
     pub value: &'a mut dyn Slot,
+}
+
+/// What a [`Number`]'s meaning is made into: its text for the table,
+/// nothing when reading, so that the worker's wasm holds no meaning.
+pub trait Meaning {
+    fn of(text: &'static str) -> Self;
+}
+
+impl Meaning for &'static str {
+    fn of(text: &'static str) -> Self {
+        text
+    }
+}
+
+impl Meaning for () {
+    fn of(_: &'static str) -> Self {}
 }
 
 /// A field a [`Number`] sets.
@@ -84,7 +101,7 @@ impl Text {
     }
 }
 
-impl Number<'_> {
+impl Number<'_, &'static str> {
     pub fn row(&self) -> Row {
         Row {
             name: self.name,
@@ -123,7 +140,7 @@ impl<'a> Reader<'a> {
 
     /// Reads `number` into the field it is bound to (left at its default
     /// when not set).
-    pub fn number(&mut self, number: Number<'_>) {
+    pub fn number(&mut self, number: Number<'_, ()>) {
         let Some(v) = self.get(number.name) else {
             return;
         };

@@ -1,7 +1,7 @@
 //! Request signing ([`Signer`], [`SigningPolicy`]): the key, whether a
 //! request may go unsigned, the signature's lifetime and issuer.
 
-use super::setting::{Number, Reader, Row, Text};
+use super::setting::{Meaning, Number, Reader, Row, Text};
 use crate::forward::signing::{Signer, DEFAULT_ISSUER, DEFAULT_TTL_SECS};
 use crate::forward::SigningPolicy;
 
@@ -37,11 +37,13 @@ pub const ISSUER: Text = Text {
     secret: false,
 };
 
-fn ttl(value: &mut u32) -> Number<'_> {
+fn ttl<M: Meaning>(value: &mut u32) -> Number<'_, M> {
     Number {
         name: "GITLAB_ROUTER_SIGNATURE_TTL_SECONDS",
-        meaning: "signature lifetime; cells cap the lifetime they accept (`rulesctl signature \
+        meaning: M::of(
+            "signature lifetime; cells cap the lifetime they accept (`rulesctl signature \
                   verify --max-lifetime`, default 60)",
+        ),
         min: 1,
         max: 3600,
         value,

@@ -4,7 +4,7 @@
 //!
 //! [`GuardPolicy`]: crate::resolve::guard::GuardPolicy
 
-use super::setting::{Number, Reader, Row, Text};
+use super::setting::{Meaning, Number, Reader, Row, Text};
 use crate::resolve::ClientPolicy;
 
 pub const SERVICE_URL: Text = Text {
@@ -35,72 +35,82 @@ pub const CLIENT_SECRET: Text = Text {
 };
 
 /// The client's whole-number settings, each bound to its field of `p`.
-fn numbers(p: &mut ClientPolicy) -> [Number<'_>; 9] {
+fn numbers<M: Meaning>(p: &mut ClientPolicy) -> [Number<'_, M>; 9] {
     [
         Number {
             name: "GITLAB_TOPOLOGY_TIMEOUT_MS",
-            meaning: "per-attempt timeout",
+            meaning: M::of("per-attempt timeout"),
             min: 10,
             max: 30_000,
             value: &mut p.timeout_ms,
         },
         Number {
             name: "GITLAB_TOPOLOGY_RETRIES",
-            meaning: "attempts after the first (timeouts, connection errors, 5xx, 3xx: redirects \
+            meaning: M::of(
+                "attempts after the first (timeouts, connection errors, 5xx, 3xx: redirects \
                       are never followed)",
+            ),
             min: 0,
             max: 10,
             value: &mut p.retries,
         },
         Number {
             name: "GITLAB_TOPOLOGY_BACKOFF_BASE_MS",
-            meaning: "back-off before the first retry, doubled for each next one up to \
+            meaning: M::of(
+                "back-off before the first retry, doubled for each next one up to \
                       `GITLAB_TOPOLOGY_BACKOFF_MAX_MS`; half of each is random (jitter)",
+            ),
             min: 0,
             max: 10_000,
             value: &mut p.backoff_base_ms,
         },
         Number {
             name: "GITLAB_TOPOLOGY_BACKOFF_MAX_MS",
-            meaning: "the longest back-off before a retry",
+            meaning: M::of("the longest back-off before a retry"),
             min: 0,
             max: 60_000,
             value: &mut p.backoff_max_ms,
         },
         Number {
             name: "GITLAB_MEMORY_CACHE_ENTRIES",
-            meaning: "in-isolate cache size, in entries (it also holds at most 32 MiB: \
+            meaning: M::of(
+                "in-isolate cache size, in entries (it also holds at most 32 MiB: \
                       docs/decisions.md)",
+            ),
             min: 1,
             max: 1_000_000,
             value: &mut p.memory_entries,
         },
         Number {
             name: "GITLAB_TOPOLOGY_RETRY_BUDGET_PERCENT",
-            meaning: "retry budget per isolate: retries add at most this % to a 10 s window's \
+            meaning: M::of(
+                "retry budget per isolate: retries add at most this % to a 10 s window's \
                       first attempts, plus `GITLAB_TOPOLOGY_RETRY_BUDGET_MIN`",
+            ),
             min: 0,
             max: 1_000,
             value: &mut p.guard.retry_percent,
         },
         Number {
             name: "GITLAB_TOPOLOGY_RETRY_BUDGET_MIN",
-            meaning: "retries a 10 s window allows besides the percentage",
+            meaning: M::of("retries a 10 s window allows besides the percentage"),
             min: 0,
             max: 100_000,
             value: &mut p.guard.min_retries,
         },
         Number {
             name: "GITLAB_TOPOLOGY_BREAKER_FAILURES",
-            meaning: "failed attempts in a row that open the service circuit breaker (no calls; \
+            meaning: M::of(
+                "failed attempts in a row that open the service circuit breaker (no calls; \
                       stale entries or the legacy cell); `0`: no breaker",
+            ),
             min: 0,
             max: 10_000,
             value: &mut p.guard.failures,
         },
         Number {
             name: "GITLAB_TOPOLOGY_BREAKER_OPEN_MS",
-            meaning: "how long the breaker stays open before one request probes",
+            meaning: M::of("how long the breaker stays open before one request probes"),
             min: 100,
             max: 600_000,
             value: &mut p.guard.open_ms,
