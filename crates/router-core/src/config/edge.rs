@@ -24,7 +24,7 @@ pub const REQUEST_LOG: Text = Text {
               of the routine ones (a log line costs workerd about 10–20 µs of CPU per request: \
               `null-log` in the benchmark). On Cloudflare, Workers Logs then keeps a share of \
               the invocations, their lines with them: 1 % in production, 10 % in staging \
-              (wrangler.toml `[env.<name>.observability]`; docs/operations.md, Workers Logs). \
+              (wrangler.toml `[env.<name>.observability]`; docs/logging.md, Workers Logs). \
               The control document's `request_log` overrides it",
     default: "`all`",
     accepted: "`all`, `errors`, `sample:<0 to 1>`",
