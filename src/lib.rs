@@ -223,9 +223,9 @@ pub fn cell_outcome(circuit: usize, flags: &str, status: u16, sent_ms: f64, retr
     };
     let now = io::now() as u64;
     let sent = sent_ms.max(0.0) as u64;
-    let router = iso.router();
+    let view = iso.forward_view();
     let change =
-        forward::build::report_outcome(&router, circuit, flags, status, sent, retry_after, now);
+        forward::build::report_outcome(&view, circuit, flags, status, sent, retry_after, now);
     if let Some(message) = change {
         log_warn("cell-health", &message);
     }
@@ -357,13 +357,13 @@ fn route_sync_parts(iso: &Isolate, url: &str, method: &str, headers: &str) -> Op
             return None;
         }
     }
-    let router = iso.router();
-    let Some(rules) = state.ruleset.as_ref().filter(|_| !router.passthrough) else {
-        return Some(forward::plan(&router, &io::JsPlatform, &incoming, None).encode());
+    let view = iso.forward_view();
+    let Some(rules) = state.ruleset.as_ref().filter(|_| !view.passthrough) else {
+        return Some(forward::plan(&view, &io::JsPlatform, &incoming, None).encode());
     };
     match route::route_from_memory(rules, iso.resolver.as_ref(), &incoming.parts) {
         Ok(routed) => {
-            Some(forward::plan(&router, &io::JsPlatform, &incoming, Some(&routed)).encode())
+            Some(forward::plan(&view, &io::JsPlatform, &incoming, Some(&routed)).encode())
         }
         Err(pending) => {
             PENDING.with(|p| *p.borrow_mut() = Some((url.to_string(), incoming, pending)));
@@ -446,7 +446,13 @@ pub async fn route_async(
             let _ = ctx.wait_until(&write);
         }
     }
-    forward::plan(&iso.router(), &io::JsPlatform, &incoming, routed.as_ref()).encode()
+    forward::plan(
+        &iso.forward_view(),
+        &io::JsPlatform,
+        &incoming,
+        routed.as_ref(),
+    )
+    .encode()
 }
 
 /// One log line that is not a request's: `{"level", "message", "scope"}`

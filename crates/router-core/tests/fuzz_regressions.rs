@@ -288,8 +288,8 @@ fn legacy_plan(url: &str, headers: &[(&str, &str)]) -> Option<String> {
         incoming.parts.add_header(name, value);
     }
     incoming.trace_from_headers(&FixedPlatform);
-    let router = state.router(state.config.request_logging, false);
-    let plan = forward::plan(&router, &FixedPlatform, &incoming, None);
+    let view = state.forward_view(state.config.request_logging, false);
+    let plan = forward::plan(&view, &FixedPlatform, &incoming, None);
     let encoded = plan.encode();
     assert_eq!(
         router_core::wire::Plan::decode(&encoded).as_ref(),

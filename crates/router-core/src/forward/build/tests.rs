@@ -8,7 +8,8 @@ use std::cell::Cell;
 use super::*;
 use crate::config::Config;
 use crate::isolate::IsolateState;
-use crate::resolve::cells;
+use crate::log::CacheLevel;
+use crate::resolve::cells::{self, Outcome};
 use crate::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use crate::Ruleset;
 
@@ -49,8 +50,9 @@ impl std::ops::Deref for Isolate {
 }
 
 impl Isolate {
-    fn router(&self) -> Router<'_> {
-        self.state.router(self.state.config.request_logging, false)
+    fn view(&self) -> IsolateView<'_> {
+        self.state
+            .forward_view(self.state.config.request_logging, false)
     }
     fn now_ms(&self) -> u64 {
         self.platform.now.get()
@@ -101,7 +103,7 @@ fn incoming(iso: &Isolate, url: &str, headers: &[(&str, &str)]) -> Incoming {
 
 /// The plan for a request in this isolate.
 fn plan<'a>(iso: &'a Isolate, req: &'a Incoming, routed: Option<&Routed<'a>>) -> Plan<'a> {
-    super::plan(&iso.router(), &iso.platform, req, routed)
+    super::plan(&iso.view(), &iso.platform, req, routed)
 }
 
 /// The ruleset's decision for `req`, as routed without a service.
@@ -237,7 +239,8 @@ fn sampled_logging_writes_routine_lines_only_when_drawn() {
         ("GITLAB_REQUEST_LOG", "sample:0.01"),
     ]);
     let req = incoming(&iso, "https://gitlab.com/explore", &[]);
-    let mut log = iso.router().request_log(&req);
+    let view = iso.view();
+    let mut log = RequestContext::new(&view, &req, None).log;
     assert_eq!(
         log_plan(iso.config.request_logging, &log, || 0.5).min_status,
         500
@@ -589,22 +592,22 @@ fn only_classified_requests_get_a_not_found_delay() {
         ("GITLAB_NOT_FOUND_DELAY_MS", "50-250"),
     ]);
     assert_eq!(
-        not_found_deadline(&iso.config.forward_settings(), true, || 0.0),
+        refusal::not_found_deadline(&iso.config.forward_settings(), true, || 0.0),
         50
     );
     assert_eq!(
-        not_found_deadline(&iso.config.forward_settings(), true, || 0.999),
+        refusal::not_found_deadline(&iso.config.forward_settings(), true, || 0.999),
         250
     );
     assert_eq!(
-        not_found_deadline(&iso.config.forward_settings(), false, || panic!(
+        refusal::not_found_deadline(&iso.config.forward_settings(), false, || panic!(
             "not drawn"
         )),
         0
     );
     let (off, _) = isolate_with(LEGACY);
     assert_eq!(
-        not_found_deadline(&off.config.forward_settings(), true, || panic!("not drawn")),
+        refusal::not_found_deadline(&off.config.forward_settings(), true, || panic!("not drawn")),
         0
     );
     // A fixed route's plan carries none.
