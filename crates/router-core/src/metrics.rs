@@ -54,7 +54,7 @@ pub mod item {
 
 /// The point's first two items (environment and version, `GITLAB_ENVIRONMENT`
 /// and the isolate's Worker version), the same for every request of an
-/// isolate: made once ([`crate::forward::Router::metrics`]) and copied
+/// isolate: made once ([`crate::forward::IsolateView::metrics`]) and copied
 /// into each point.
 pub fn isolate_items(environment: &str, version: Option<&str>) -> String {
     let mut out = String::with_capacity(environment.len() + 40);

@@ -7,6 +7,7 @@ use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
 
 use super::*;
+use crate::error::{Service, ServiceError, ServiceFailure};
 use crate::question::{ClassifyKind, Target};
 use crate::resolve::guard::GuardPolicy;
 use crate::resolve::topology::CellAnswer;
@@ -227,7 +228,13 @@ fn a_failing_or_garbage_learn_call_ends_at_the_legacy_cell() {
         (CacheLevel::Fallback, None)
     );
     assert!(
-        matches!(garbage.error, Some(RouterError::LearnBadAnswer(_))),
+        matches!(
+            garbage.error,
+            Some(RouterError::Service(ServiceError {
+                service: Service::Learn,
+                failure: ServiceFailure::BadAnswer(_)
+            }))
+        ),
         "{garbage:?}"
     );
     // Not cached: the next request asks again.
@@ -236,12 +243,21 @@ fn a_failing_or_garbage_learn_call_ends_at_the_legacy_cell() {
     }
     let failed = run(resolver.resolve(&learn_q("/g/p")));
     assert_eq!(failed.classification, None);
-    assert_eq!(failed.error, Some(RouterError::LearnStatus(500)));
+    assert_eq!(
+        failed.error,
+        Some(Service::Learn.failed(ServiceFailure::Status(500)))
+    );
     assert_eq!(failed.attempts, 3, "retried like a service 5xx");
     // A prefix that does not cover the path is refused.
     service.push(learned(PREFIX_G, "max-age=60"));
     let other = run(resolver.resolve(&learn_q("/h/x")));
-    assert!(matches!(other.error, Some(RouterError::LearnBadAnswer(_))));
+    assert!(matches!(
+        other.error,
+        Some(RouterError::Service(ServiceError {
+            service: Service::Learn,
+            failure: ServiceFailure::BadAnswer(_)
+        }))
+    ));
     assert_eq!(resolver.resolve_from_memory(&learn_q("/g/p/x")), None);
 }
 
@@ -503,7 +519,10 @@ fn never_retries_4xx() {
     service.push(status(400));
     let r = run(resolver.resolve(&session("cell-2")));
     assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 1));
-    assert_eq!(r.error, Some(RouterError::TopologyStatus(400)));
+    assert_eq!(
+        r.error,
+        Some(Service::Topology.failed(ServiceFailure::Status(400)))
+    );
 }
 
 #[test]
@@ -589,7 +608,9 @@ fn an_answer_evicted_from_memory_stands_in_from_the_shared_cache() {
             (CacheLevel::Stale, Some(key.as_str())),
             "{r:?}"
         );
-        guarded += u32::from(r.error == Some(RouterError::TopologyGuarded("circuit open")));
+        guarded += u32::from(
+            r.error == Some(Service::Topology.failed(ServiceFailure::Guarded("circuit open"))),
+        );
     }
     assert!(guarded > 0, "the breaker opened and stale answers went on");
     // Past the stale window: the legacy cell.
@@ -721,7 +742,13 @@ fn unreadable_answers_fall_back_without_retry() {
     }));
     let r = run(resolver.resolve(&session("cell-2")));
     assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 1));
-    assert!(matches!(r.error, Some(RouterError::TopologyBadAnswer(_))));
+    assert!(matches!(
+        r.error,
+        Some(RouterError::Service(ServiceError {
+            service: Service::Topology,
+            failure: ServiceFailure::BadAnswer(_)
+        }))
+    ));
 }
 
 #[test]
@@ -749,7 +776,10 @@ fn a_4xx_of_the_leading_call_is_not_shared_with_the_requests_waiting_on_it() {
     assert_eq!(results.len(), 50);
     let failed: Vec<&Resolution> = results.iter().filter(|r| r.error.is_some()).collect();
     assert_eq!(failed.len(), 1, "only the leader's own call failed");
-    assert_eq!(failed[0].error, Some(RouterError::TopologyStatus(400)));
+    assert_eq!(
+        failed[0].error,
+        Some(Service::Topology.failed(ServiceFailure::Status(400)))
+    );
     assert!(results
         .iter()
         .filter(|r| r.error.is_none())
@@ -879,7 +909,10 @@ fn a_redirect_is_a_service_error_retried_like_a_5xx() {
     }
     let r = run(resolver.resolve(&session("cell-2")));
     assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 3));
-    assert_eq!(r.error, Some(RouterError::TopologyStatus(307)));
+    assert_eq!(
+        r.error,
+        Some(Service::Topology.failed(ServiceFailure::Status(307)))
+    );
     assert!(shared.entries.borrow().is_empty(), "nothing cached");
     service.push(status(302));
     service.push(found("cell-2", "max-age=60"));
@@ -940,7 +973,10 @@ fn an_open_breaker_answers_from_stale_entries_without_calling() {
         (r.level, address(&r), r.attempts),
         (CacheLevel::Stale, Some("cell-2"), 0)
     );
-    assert_eq!(r.error, Some(RouterError::TopologyGuarded("circuit open")));
+    assert_eq!(
+        r.error,
+        Some(Service::Topology.failed(ServiceFailure::Guarded("circuit open")))
+    );
     assert_eq!(service.calls.get(), calls, "no call while open");
     // After the open period one probe goes; its success closes the breaker.
     platform.now.set(platform.now.get() + 5_000);

@@ -7,6 +7,7 @@ use std::cell::Cell;
 
 use super::*;
 use crate::config::Config;
+use crate::error::{Service, ServiceFailure};
 use crate::isolate::IsolateState;
 use crate::log::CacheLevel;
 use crate::resolve::cells::{self, Outcome};
@@ -312,7 +313,7 @@ fn a_write_during_an_outage_is_refused_with_retry_after_and_a_read_falls_back() 
         attempts: 1,
         service_ms: Some(3),
         coalesced: false,
-        error: Some(RouterError::TopologyUnreachable("refused".into())),
+        error: Some(Service::Topology.failed(ServiceFailure::Unreachable("refused".into()))),
     };
     let mut push = incoming(
         &iso,
@@ -391,7 +392,7 @@ fn a_stale_not_found_that_handed_a_request_on_is_in_its_log_line() {
                 attempts: 3,
                 service_ms: Some(120),
                 coalesced: false,
-                error: Some(RouterError::TopologyStatus(503)),
+                error: Some(Service::Topology.failed(ServiceFailure::Status(503))),
             },
         )],
     };
@@ -437,7 +438,7 @@ fn service_down<'a>(iso: &'a Isolate, req: &Incoming) -> Routed<'a> {
             attempts: 3,
             service_ms: Some(900),
             coalesced: false,
-            error: Some(RouterError::TopologyTimeout(300)),
+            error: Some(Service::Topology.failed(ServiceFailure::Timeout(300))),
         }),
         fell_through: Vec::new(),
     }
