@@ -1,18 +1,18 @@
 //! Compilation: the JSON model checked and turned into rules, with errors
 //! that name the ruleset, the rule and the field.
 
+use std::collections::BTreeMap;
+
 use super::pattern::Regex;
 
 use super::model::*;
 use super::spec::*;
 use super::HeaderInterest;
 use crate::error::RulesetError;
-use crate::question::{ClassifyKind, Target};
 use crate::select::template::{self, Segment, Template, VarRef};
 use crate::select::transform::TransformKind;
 
-// ---------------------------------------------------------------------------
-// Compilation.
+mod action;
 
 pub(super) struct RuleCompiler<'a> {
     pub(super) ruleset: &'a str,
@@ -45,25 +45,95 @@ impl RuleCompiler<'_> {
     }
 }
 
+/// The names a rule's templates may use: the matchers' captures, then the
+/// transforms' outputs as they are declared.
+pub(super) struct Names {
+    captures: Vec<String>,
+    outputs: Vec<(String, OutputShape)>,
+}
+
+impl Names {
+    pub(super) fn template(
+        &self,
+        c: &RuleCompiler,
+        field: &str,
+        source: &str,
+    ) -> Result<Template, RulesetError> {
+        compile_template(c, field, source, &self.captures, &self.outputs)
+    }
+}
+
+/// A rule, block by block in the order its errors are reported: the
+/// matchers, the transforms, `validate`, `rollout`, the action, `circuit`.
 pub(super) fn compile_rule(
     c: &RuleCompiler,
     spec: RuleSpec,
     index: usize,
 ) -> Result<Rule, RulesetError> {
+    let matchers = compile_matchers(c, spec.cookies, spec.headers, spec.method, spec.matchers)?;
+    let mut names = Names {
+        captures: matchers.iter().flat_map(Matcher::capture_names).collect(),
+        outputs: Vec::new(),
+    };
+    let transforms = compile_transforms(c, spec.transform, &mut names)?;
+    let validate = compile_validate(c, spec.validate, &names)?;
+    let rollout = spec
+        .rollout
+        .map(|r| compile_rollout(c, r, &names))
+        .transpose()?;
+    let has_reject_block = spec.reject.is_some();
+    let action = action::compile_action(
+        c,
+        &spec.action,
+        action::Blocks {
+            classify: spec.classify,
+            proxy: spec.proxy,
+            reject: spec.reject,
+        },
+        &names,
+    )?;
+    if !matches!(action, RuleAction::Reject { .. }) && has_reject_block {
+        return Err(c.err("a reject block is given but the action is not reject"));
+    }
+    let counts_gateway_statuses = spec.circuit.is_some_and(|b| b.count_gateway_statuses);
+    if counts_gateway_statuses && matches!(action, RuleAction::Reject { .. }) {
+        return Err(c.err("circuit.countGatewayStatuses: a reject rule forwards nothing to count"));
+    }
+    Ok(Rule {
+        id: spec.id.unwrap_or_else(|| format!("rule-{}", index + 1)),
+        matchers,
+        transforms,
+        exist: validate.exist,
+        not_reserved: validate.not_reserved,
+        max_length: validate.max_length,
+        rollout,
+        action,
+        counts_gateway_statuses,
+    })
+}
+
+/// The seed matchers (`cookies`, `headers`, `method`), then `match`.
+fn compile_matchers(
+    c: &RuleCompiler,
+    cookies: Option<BTreeMap<String, SeedMatchSpec>>,
+    headers: Option<BTreeMap<String, SeedMatchSpec>>,
+    method: Option<OneOrMany<String>>,
+    listed: Option<OneOrMany<MatcherSpec>>,
+) -> Result<Vec<Matcher>, RulesetError> {
     let mut matchers = Vec::new();
-    for (name, m) in spec.cookies.into_iter().flatten() {
+    for (name, m) in cookies.into_iter().flatten() {
         matchers.push(Matcher::Cookie {
             name: NameMatch::Exact(name.clone()),
             value: Some(c.regex(&format!("cookies.{name}.match_regex"), &m.match_regex)?),
         });
     }
-    for (name, m) in spec.headers.into_iter().flatten() {
+    for (name, m) in headers.into_iter().flatten() {
         matchers.push(Matcher::Header {
             name: NameMatch::Exact(name.to_ascii_lowercase()),
             value: Some(c.regex(&format!("headers.{name}.match_regex"), &m.match_regex)?),
         });
     }
-    if let Some(methods) = spec.method {
+    if let Some(methods) = method {
         let methods: Vec<String> = methods
             .into_vec()
             .iter()
@@ -74,8 +144,7 @@ pub(super) fn compile_rule(
         }
         matchers.push(Matcher::Method(MethodMatch::List(methods)));
     }
-    for (i, m) in spec
-        .matchers
+    for (i, m) in listed
         .map(OneOrMany::into_vec)
         .unwrap_or_default()
         .into_iter()
@@ -83,14 +152,18 @@ pub(super) fn compile_rule(
     {
         matchers.push(compile_matcher(c, &format!("match[{i}]"), m)?);
     }
+    Ok(matchers)
+}
 
-    // Names a template may use: captures of the matchers, then transform
-    // outputs as they are declared.
-    let captures: Vec<String> = matchers.iter().flat_map(Matcher::capture_names).collect();
-    let mut outputs: Vec<(String, OutputShape)> = Vec::new();
+/// The `transform` list; each output joins `names` for the templates
+/// after it.
+fn compile_transforms(
+    c: &RuleCompiler,
+    listed: Option<OneOrMany<TransformSpec>>,
+    names: &mut Names,
+) -> Result<Vec<Transform>, RulesetError> {
     let mut transforms = Vec::new();
-    for (i, t) in spec
-        .transform
+    for (i, t) in listed
         .map(OneOrMany::into_vec)
         .unwrap_or_default()
         .into_iter()
@@ -114,10 +187,10 @@ pub(super) fn compile_rule(
                 t.output
             )));
         }
-        if captures.contains(&t.output) || outputs.iter().any(|(n, _)| *n == t.output) {
+        if names.captures.contains(&t.output) || names.outputs.iter().any(|(n, _)| *n == t.output) {
             return Err(c.err(format!("{field}.output: {:?} is already defined", t.output)));
         }
-        let input = compile_template(c, &format!("{field}.input"), &t.input, &captures, &outputs)?;
+        let input = names.template(c, &format!("{field}.input"), &t.input)?;
         let extract = match &t.extract {
             None => None,
             Some(_) if !kind.yields_text() => {
@@ -138,9 +211,24 @@ pub(super) fn compile_rule(
             input,
             extract,
         });
-        outputs.push((t.output, shape));
+        names.outputs.push((t.output, shape));
     }
-    let validate = spec.validate.unwrap_or(ValidateSpec {
+    Ok(transforms)
+}
+
+/// A rule's `validate` block, compiled.
+struct Validation {
+    exist: Vec<Template>,
+    not_reserved: Vec<Template>,
+    max_length: Vec<(Template, usize)>,
+}
+
+fn compile_validate(
+    c: &RuleCompiler,
+    validate: Option<ValidateSpec>,
+    names: &Names,
+) -> Result<Validation, RulesetError> {
+    let validate = validate.unwrap_or(ValidateSpec {
         exist: Vec::new(),
         not_reserved: Vec::new(),
         max_length: Default::default(),
@@ -149,191 +237,46 @@ pub(super) fn compile_rule(
         sources
             .iter()
             .enumerate()
-            .map(|(i, t)| compile_template(c, &format!("{field}[{i}]"), t, &captures, &outputs))
+            .map(|(i, t)| names.template(c, &format!("{field}[{i}]"), t))
             .collect::<Result<Vec<_>, _>>()
     };
     let exist = templates("validate.exist", &validate.exist)?;
     let not_reserved = templates("validate.notReserved", &validate.not_reserved)?;
     let bounded = templates("validate.maxLength", &validate.max_length.templates)?;
-    let max_length = bounded
-        .into_iter()
-        .zip(validate.max_length.bounds)
-        .collect();
-
-    let rollout = spec
-        .rollout
-        .map(|r| -> Result<Rollout, RulesetError> {
-            let basis_points = match r.percentage {
-                None => None,
-                Some(p) if (0.0..=100.0).contains(&p) => Some((p * 100.0).round() as u32),
-                Some(p) => {
-                    return Err(c.err(format!("rollout.percentage: {p} is not within 0..=100")))
-                }
-            };
-            Ok(Rollout {
-                value: compile_template(c, "rollout.value", &r.value, &captures, &outputs)?,
-                include: r
-                    .include
-                    .iter()
-                    .map(|s| c.regex("rollout.include", s))
-                    .collect::<Result<_, _>>()?,
-                exclude: r
-                    .exclude
-                    .iter()
-                    .map(|s| c.regex("rollout.exclude", s))
-                    .collect::<Result<_, _>>()?,
-                basis_points,
-                seed: r.seed,
-            })
-        })
-        .transpose()?;
-
-    let has_reject_block = spec.reject.is_some();
-    let action = match spec.action.to_ascii_lowercase().as_str() {
-        "classify" => {
-            if spec.proxy.is_some() {
-                return Err(c.err("action is classify but a proxy block is given"));
-            }
-            let cl = spec
-                .classify
-                .ok_or_else(|| c.err("action is classify but there is no classify block"))?;
-            let kind = match (cl.source.as_deref(), cl.kind.as_deref()) {
-                (Some("learn"), None) => {
-                    if cl.value.is_some() {
-                        return Err(c.err(
-                            "classify.value: a learn classification asks with the request's method and path; it takes no value",
-                        ));
-                    }
-                    ClassifyKind::Learn
-                }
-                (Some("learn"), Some(_)) => {
-                    return Err(c.err(
-                        "classify.type: a learn classification has no type (the cell's learn endpoint answers for the path)",
-                    ))
-                }
-                (None | Some("topology"), Some(kind)) => ClassifyKind::parse(kind)
-                    .ok_or_else(|| c.err(format!("classify.type: unknown type {kind:?}")))?,
-                (None | Some("topology"), None) => {
-                    return Err(c.err("classify.type: missing (or give \"source\": \"learn\")"))
-                }
-                (Some(other), _) => {
-                    return Err(c.err(format!(
-                        "classify.source: {other:?} is neither topology nor learn"
-                    )))
-                }
-            };
-            let target = match cl.target.as_deref() {
-                None => Target::Web,
-                Some(t) => Target::parse(t).ok_or_else(|| {
-                    c.err(format!(
-                        "classify.target: {t:?} is neither web nor registry"
-                    ))
-                })?,
-            };
-            let value = match (&cl.value, kind.needs_value() && kind != ClassifyKind::Learn) {
-                (Some(v), _) => Some(compile_template(
-                    c,
-                    "classify.value",
-                    v,
-                    &captures,
-                    &outputs,
-                )?),
-                (None, true) => {
-                    return Err(c.err(format!("classify.value: {} needs a value", kind.name())))
-                }
-                (None, false) => None,
-            };
-            let next_on_not_found = match cl.not_found.as_deref() {
-                None | Some("legacy-cell") => false,
-                Some("next-rule") => true,
-                Some(other) => {
-                    return Err(c.err(format!(
-                        "classify.notFound: {other:?} is neither legacy-cell nor next-rule"
-                    )))
-                }
-            };
-            let unavailable_on_outage = match cl.on_outage.as_deref() {
-                None | Some("legacy-cell") => false,
-                Some("unavailable") => true,
-                Some(other) => {
-                    return Err(c.err(format!(
-                        "classify.onOutage: {other:?} is neither legacy-cell nor unavailable"
-                    )))
-                }
-            };
-            RuleAction::Classify {
-                kind,
-                value,
-                target,
-                next_on_not_found,
-                unavailable_on_outage,
-            }
-        }
-        "proxy" => {
-            if spec.classify.is_some() {
-                return Err(c.err("action is proxy but a classify block is given"));
-            }
-            let address = spec.proxy.and_then(|p| p.address);
-            if let Some(address) = &address {
-                crate::address::validate_address(address)
-                    .map_err(|e| c.err(format!("proxy.address: {e}")))?;
-            }
-            RuleAction::Proxy { address }
-        }
-        "spread" => {
-            if spec.classify.is_some() || spec.proxy.is_some() {
-                return Err(c.err("action is spread but a classify or proxy block is given"));
-            }
-            RuleAction::Spread
-        }
-        "reject" => {
-            if spec.classify.is_some() || spec.proxy.is_some() {
-                return Err(c.err("action is reject but a classify or proxy block is given"));
-            }
-            let r = spec
-                .reject
-                .ok_or_else(|| c.err("action is reject but there is no reject block"))?;
-            if !(400..=499).contains(&r.status) {
-                return Err(c.err(format!(
-                    "reject.status: {} is not a client error (400..=499)",
-                    r.status
-                )));
-            }
-            let message = r
-                .message
-                .unwrap_or_else(|| "request rejected by the router".to_string());
-            if message.contains(['\r', '\n']) {
-                return Err(c.err("reject.message: must be one line"));
-            }
-            RuleAction::Reject {
-                status: r.status,
-                message,
-            }
-        }
-        other => {
-            return Err(c.err(format!(
-                "action: {other:?} is not classify, proxy, spread or reject"
-            )))
-        }
-    };
-    if !matches!(action, RuleAction::Reject { .. }) && has_reject_block {
-        return Err(c.err("a reject block is given but the action is not reject"));
-    }
-    let counts_gateway_statuses = spec.circuit.is_some_and(|b| b.count_gateway_statuses);
-    if counts_gateway_statuses && matches!(action, RuleAction::Reject { .. }) {
-        return Err(c.err("circuit.countGatewayStatuses: a reject rule forwards nothing to count"));
-    }
-
-    Ok(Rule {
-        id: spec.id.unwrap_or_else(|| format!("rule-{}", index + 1)),
-        matchers,
-        transforms,
+    Ok(Validation {
         exist,
         not_reserved,
-        max_length,
-        rollout,
-        action,
-        counts_gateway_statuses,
+        max_length: bounded
+            .into_iter()
+            .zip(validate.max_length.bounds)
+            .collect(),
+    })
+}
+
+fn compile_rollout(
+    c: &RuleCompiler,
+    r: RolloutSpec,
+    names: &Names,
+) -> Result<Rollout, RulesetError> {
+    let basis_points = match r.percentage {
+        None => None,
+        Some(p) if (0.0..=100.0).contains(&p) => Some((p * 100.0).round() as u32),
+        Some(p) => return Err(c.err(format!("rollout.percentage: {p} is not within 0..=100"))),
+    };
+    Ok(Rollout {
+        value: names.template(c, "rollout.value", &r.value)?,
+        include: r
+            .include
+            .iter()
+            .map(|s| c.regex("rollout.include", s))
+            .collect::<Result<_, _>>()?,
+        exclude: r
+            .exclude
+            .iter()
+            .map(|s| c.regex("rollout.exclude", s))
+            .collect::<Result<_, _>>()?,
+        basis_points,
+        seed: r.seed,
     })
 }
 
