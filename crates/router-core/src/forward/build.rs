@@ -154,7 +154,8 @@ fn forward<'a, P: Platform>(
         &ctx.incoming.parts.query,
     );
     let signing = outgoing::signing(view, platform, ctx)?;
-    let (drop, set) = outgoing::headers(view, ctx);
+    let drop = outgoing::dropped_headers(view, ctx);
+    let set = outgoing::set_headers(ctx);
     let log = &ctx.log;
     Ok(Forward {
         url,

@@ -1,7 +1,6 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
-use std::task::Poll;
 
 use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
@@ -11,31 +10,7 @@ use crate::error::{Service, ServiceError, ServiceFailure};
 use crate::question::{ClassifyKind, Target};
 use crate::resolve::guard::GuardPolicy;
 use crate::resolve::topology::CellAnswer;
-
-/// A virtual clock: sleeping advances it at once, so tests are exact.
-#[derive(Default)]
-struct FakePlatform {
-    now: Cell<u64>,
-    gate: Rc<Gate>,
-    warnings: RefCell<Vec<String>>,
-}
-
-impl Platform for Rc<FakePlatform> {
-    fn now_ms(&self) -> u64 {
-        self.now.get()
-    }
-    fn random(&self) -> f64 {
-        0.5
-    }
-    async fn sleep(&self, ms: u32) {
-        // Time stands still while the gate is closed.
-        self.gate.wait().await;
-        self.now.set(self.now.get() + u64::from(ms));
-    }
-    fn warn(&self, message: &str) {
-        self.warnings.borrow_mut().push(message.to_string());
-    }
-}
+use crate::testutil::{FakePlatform, Gate};
 
 /// A scripted Topology Service that counts calls and can be slow, fail, or
 /// yield once so concurrent callers overlap.
@@ -48,32 +23,6 @@ struct FakeService {
     gate: Rc<Gate>,
     /// Learn calls, as `METHOD path`.
     learned: RefCell<Vec<String>>,
-}
-
-#[derive(Default)]
-struct Gate {
-    closed: Cell<bool>,
-    waiters: RefCell<Vec<std::task::Waker>>,
-}
-
-impl Gate {
-    fn open(&self) {
-        self.closed.set(false);
-        for w in self.waiters.borrow_mut().drain(..) {
-            w.wake();
-        }
-    }
-
-    fn wait(&self) -> impl Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| {
-            if self.closed.get() {
-                self.waiters.borrow_mut().push(cx.waker().clone());
-                Poll::Pending
-            } else {
-                Poll::Ready(())
-            }
-        })
-    }
 }
 
 impl FakeService {
@@ -354,7 +303,7 @@ fn fifty_at_once(
     service: &Rc<FakeService>,
     question: &ClassifyRequest,
 ) -> (u32, Vec<Resolution>) {
-    service.gate.closed.set(true);
+    service.gate.close();
     let mut pool = LocalPool::new();
     let results = Rc::new(RefCell::new(Vec::new()));
     for _ in 0..50 {
@@ -691,7 +640,7 @@ fn a_stale_shared_entry_read_before_a_purge_is_not_answered() {
     platform.now.set(platform.now.get() + 120_000);
     // cell-2's request reads its stale shared entry, then waits on the
     // service; a purge comes; the service fails.
-    service.gate.closed.set(true);
+    service.gate.close();
     let mut pool = LocalPool::new();
     let result = Rc::new(RefCell::new(None));
     {
@@ -1209,7 +1158,7 @@ fn by_cell_and_by_tag() {
 fn an_answer_asked_for_before_an_invalidation_applied_during_the_call_is_not_cached() {
     let (resolver, service, shared, platform) = setup();
     let q = claim_q("route", "acme");
-    service.gate.closed.set(true);
+    service.gate.close();
     let mut pool = LocalPool::new();
     let r2 = resolver.clone();
     let q2 = q.clone();

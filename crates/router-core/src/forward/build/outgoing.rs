@@ -55,20 +55,24 @@ pub(super) fn signing<P: Platform>(
     }))
 }
 
-/// The headers the entry drops (those a client's `Connection` names,
-/// unless the rules read them) and sets on the forwarded request.
-pub(super) fn headers<'a>(
-    view: &IsolateView,
-    ctx: &RequestContext<'a, '_>,
-) -> (Vec<String>, Vec<(Cow<'static, str>, Cow<'a, str>)>) {
-    let incoming = ctx.incoming;
-    let parts = &incoming.parts;
+/// The headers the entry drops from the forwarded request: those a
+/// client's `Connection` names, unless the rules read them.
+pub(super) fn dropped_headers(view: &IsolateView, ctx: &RequestContext) -> Vec<String> {
+    let parts = &ctx.incoming.parts;
     let (connection, upgrade) = (parts.header("connection"), parts.header("upgrade"));
-    let drop = if headers::needs_own_drops(connection, upgrade, view.relied_on) {
+    if headers::needs_own_drops(connection, upgrade, view.relied_on) {
         headers::dropped_names(connection, upgrade, view.relied_on)
     } else {
         Vec::new()
-    };
+    }
+}
+
+/// The headers the entry sets on the forwarded request.
+pub(super) fn set_headers<'a>(
+    ctx: &RequestContext<'a, '_>,
+) -> Vec<(Cow<'static, str>, Cow<'a, str>)> {
+    let incoming = ctx.incoming;
+    let parts = &incoming.parts;
     // A spread rule proxies without classifying: cells know the header's
     // values `classify` and `proxy` only.
     let rule_action = match ctx.log.action {
@@ -102,5 +106,5 @@ pub(super) fn headers<'a>(
             incoming.trace.tracestate.as_str().into(),
         ));
     }
-    (drop, set)
+    set
 }

@@ -3,7 +3,6 @@
 //! random draws the tests set.
 
 use std::borrow::Cow;
-use std::cell::Cell;
 
 use super::*;
 use crate::config::Config;
@@ -11,30 +10,9 @@ use crate::error::{Service, ServiceFailure};
 use crate::isolate::IsolateState;
 use crate::log::CacheLevel;
 use crate::resolve::cells::{self, Outcome};
+use crate::testutil::FakePlatform;
 use crate::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use crate::Ruleset;
-
-/// Time and randomness the tests set: a fixed clock, a chosen draw, CSPRNG
-/// bytes of 0xab.
-struct FakePlatform {
-    now: Cell<u64>,
-    random: Cell<f64>,
-}
-
-impl Platform for FakePlatform {
-    fn now_ms(&self) -> u64 {
-        self.now.get()
-    }
-    fn random(&self) -> f64 {
-        self.random.get()
-    }
-    fn random_bytes(&self, out: &mut [u8]) {
-        out.fill(0xab);
-    }
-    async fn sleep(&self, ms: u32) {
-        self.now.set(self.now.get() + u64::from(ms));
-    }
-}
 
 /// An isolate's state as the edge makes it from its variables, with the
 /// shipped ruleset they name (read from rules/).
@@ -75,10 +53,7 @@ fn isolate_with(vars: &[(&str, &str)]) -> (Isolate, Vec<String>) {
     let ruleset = config.rules_config.as_deref().and_then(shipped_ruleset);
     let iso = Isolate {
         state: IsolateState::new(config, ruleset),
-        platform: FakePlatform {
-            now: Cell::new(1_000_000),
-            random: Cell::new(0.5),
-        },
+        platform: FakePlatform::at(1_000_000),
     };
     (iso, problems.iter().map(ToString::to_string).collect())
 }
