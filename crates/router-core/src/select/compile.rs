@@ -13,6 +13,9 @@ use crate::select::template::{self, Segment, Template, VarRef};
 use crate::select::transform::TransformKind;
 
 mod action;
+mod error;
+
+pub(super) use error::RuleError;
 
 pub(super) struct RuleCompiler<'a> {
     pub(super) ruleset: &'a str,
@@ -23,17 +26,23 @@ pub(super) struct RuleCompiler<'a> {
 }
 
 impl RuleCompiler<'_> {
-    pub(super) fn err(&self, message: impl Into<String>) -> RulesetError {
+    /// `error` in this rule of this ruleset.
+    pub(super) fn err(&self, error: RuleError) -> RulesetError {
         RulesetError::Rule {
             ruleset: self.ruleset.to_string(),
             rule: self.rule.clone(),
-            message: message.into(),
+            message: error.to_string(),
         }
     }
 
     pub(super) fn regex(&self, field: &str, source: &str) -> Result<Regex, RulesetError> {
-        (self.make_regex)(source)
-            .map_err(|e| self.err(format!("{field}: invalid regex {source:?}: {e}")))
+        (self.make_regex)(source).map_err(|error| {
+            self.err(RuleError::Regex {
+                field: field.to_string(),
+                regex: source.to_string(),
+                error,
+            })
+        })
     }
 
     pub(super) fn opt_regex(
@@ -93,11 +102,11 @@ pub(super) fn compile_rule(
         &names,
     )?;
     if !matches!(action, RuleAction::Reject { .. }) && has_reject_block {
-        return Err(c.err("a reject block is given but the action is not reject"));
+        return Err(c.err(RuleError::RejectBlock));
     }
     let counts_gateway_statuses = spec.circuit.is_some_and(|b| b.count_gateway_statuses);
     if counts_gateway_statuses && matches!(action, RuleAction::Reject { .. }) {
-        return Err(c.err("circuit.countGatewayStatuses: a reject rule forwards nothing to count"));
+        return Err(c.err(RuleError::NothingToCount));
     }
     Ok(Rule {
         id: spec.id.unwrap_or_else(|| format!("rule-{}", index + 1)),
@@ -140,7 +149,7 @@ fn compile_matchers(
             .map(|m| m.to_ascii_uppercase())
             .collect();
         if methods.is_empty() {
-            return Err(c.err("method: empty list matches nothing"));
+            return Err(c.err(RuleError::NoMethod));
         }
         matchers.push(Matcher::Method(MethodMatch::List(methods)));
     }
@@ -171,10 +180,10 @@ fn compile_transforms(
     {
         let field = format!("transform[{i}]");
         let kind = TransformKind::parse(&t.kind).ok_or_else(|| {
-            c.err(format!(
-                "{field}.type: unknown transform {:?} (known: routable-token-payload, base64, jwt-claims)",
-                t.kind
-            ))
+            c.err(RuleError::UnknownTransform {
+                field: field.clone(),
+                kind: t.kind.clone(),
+            })
         })?;
         if t.output.is_empty()
             || !t
@@ -182,21 +191,22 @@ fn compile_transforms(
                 .chars()
                 .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
         {
-            return Err(c.err(format!(
-                "{field}.output: {:?} is not a plain name",
-                t.output
-            )));
+            return Err(c.err(RuleError::NotAPlainName {
+                field,
+                output: t.output,
+            }));
         }
         if names.captures.contains(&t.output) || names.outputs.iter().any(|(n, _)| *n == t.output) {
-            return Err(c.err(format!("{field}.output: {:?} is already defined", t.output)));
+            return Err(c.err(RuleError::AlreadyDefined {
+                field,
+                output: t.output,
+            }));
         }
         let input = names.template(c, &format!("{field}.input"), &t.input)?;
         let extract = match &t.extract {
             None => None,
             Some(_) if !kind.yields_text() => {
-                return Err(c.err(format!(
-                    "{field}.extract: only a text transform (base64, lowercase, percent-decode) has text to extract from"
-                )))
+                return Err(c.err(RuleError::NoTextToExtract { field }))
             }
             Some(re) => Some(c.regex(&format!("{field}.extract"), re)?),
         };
@@ -261,7 +271,7 @@ fn compile_rollout(
     let basis_points = match r.percentage {
         None => None,
         Some(p) if (0.0..=100.0).contains(&p) => Some((p * 100.0).round() as u32),
-        Some(p) => return Err(c.err(format!("rollout.percentage: {p} is not within 0..=100"))),
+        Some(p) => return Err(c.err(RuleError::Percentage(p))),
     };
     Ok(Rollout {
         value: names.template(c, "rollout.value", &r.value)?,
@@ -288,7 +298,9 @@ pub(super) fn compile_matcher(
     let value = c.opt_regex(&format!("{field}.regexValue"), m.regex_value.as_deref())?;
     let name = match (m.name, m.regex_name) {
         (Some(_), Some(_)) => {
-            return Err(c.err(format!("{field}: give name or regexName, not both")))
+            return Err(c.err(RuleError::TwoNames {
+                field: field.to_string(),
+            }))
         }
         (Some(n), None) => Some(NameMatch::Exact(n)),
         (None, Some(re)) => Some(NameMatch::Regex(
@@ -300,20 +312,28 @@ pub(super) fn compile_matcher(
         match name {
             Some(NameMatch::Exact(n)) if lower => Ok(NameMatch::Exact(n.to_ascii_lowercase())),
             Some(n) => Ok(n),
-            None => Err(c.err(format!(
-                "{field}: a {} matcher needs name or regexName",
-                m.kind
-            ))),
+            None => Err(c.err(RuleError::NeedsName {
+                field: field.to_string(),
+                kind: m.kind.clone(),
+            })),
         }
     };
     let no_name = |name: &Option<NameMatch>| -> Result<(), RulesetError> {
         match name {
-            Some(_) => Err(c.err(format!("{field}: a {} matcher takes no name", m.kind))),
+            Some(_) => Err(c.err(RuleError::TakesNoName {
+                field: field.to_string(),
+                kind: m.kind.clone(),
+            })),
             None => Ok(()),
         }
     };
     let needs_value = |value: Option<Regex>| -> Result<Regex, RulesetError> {
-        value.ok_or_else(|| c.err(format!("{field}: a {} matcher needs regexValue", m.kind)))
+        value.ok_or_else(|| {
+            c.err(RuleError::NeedsValue {
+                field: field.to_string(),
+                kind: m.kind.clone(),
+            })
+        })
     };
     Ok(match m.kind.as_str() {
         "path" => {
@@ -341,9 +361,10 @@ pub(super) fn compile_matcher(
             value,
         },
         other => {
-            return Err(c.err(format!(
-                "{field}.type: unknown matcher {other:?} (known: path, header, cookie, query, method, host)"
-            )))
+            return Err(c.err(RuleError::UnknownMatcher {
+                field: field.to_string(),
+                kind: other.to_string(),
+            }))
         }
     })
 }
@@ -355,7 +376,12 @@ pub(super) fn compile_template(
     captures: &[String],
     outputs: &[(String, OutputShape)],
 ) -> Result<Template, RulesetError> {
-    let parts = template::parse(source).map_err(|e| c.err(format!("{field}: {e}")))?;
+    let parts = template::parse(source).map_err(|e| {
+        c.err(RuleError::Template {
+            field: field.to_string(),
+            error: e.to_string(),
+        })
+    })?;
     let mut segments = Vec::with_capacity(parts.len());
     for part in parts {
         match part {
@@ -366,9 +392,13 @@ pub(super) fn compile_template(
                     .enumerate()
                     .find(|(_, (n, _))| *n == var.head);
                 let var_ref = if let Some((i, (_, shape))) = output {
-                    shape
-                        .check_key(var.tail.as_deref())
-                        .map_err(|e| c.err(format!("{field}: ${{{}}}: {e}", var.head)))?;
+                    shape.check_key(var.tail.as_deref()).map_err(|e| {
+                        c.err(RuleError::TemplateKey {
+                            field: field.to_string(),
+                            var: var.head.clone(),
+                            error: e.to_string(),
+                        })
+                    })?;
                     VarRef::Output {
                         output: i,
                         key: var.tail,
@@ -380,16 +410,19 @@ pub(super) fn compile_template(
                         Some(t) => format!("{}.{t}", var.head),
                         None => var.head.clone(),
                     };
-                    return Err(c.err(format!(
-                        "{field}: ${{{shown}}} names no capture group of this rule's matchers and no transform output before it"
-                    )));
+                    return Err(c.err(RuleError::UnknownName {
+                        field: field.to_string(),
+                        var: shown,
+                    }));
                 };
                 segments.push(Segment::Var(var_ref));
             }
         }
     }
     if segments.is_empty() {
-        return Err(c.err(format!("{field}: empty template")));
+        return Err(c.err(RuleError::EmptyTemplate {
+            field: field.to_string(),
+        }));
     }
     Ok(Template {
         source: source.to_string(),
