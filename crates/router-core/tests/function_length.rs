@@ -7,7 +7,6 @@ use std::path::Path;
 
 const MAX_LINES: usize = 120;
 
-
 /// Each function of `source` that opens a body: its name, first line
 /// (1-based) and length in lines. rustfmt closes a body opened at
 /// indent `n` with a line of `n` spaces and `}`.
