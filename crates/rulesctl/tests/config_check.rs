@@ -2,40 +2,16 @@
 //! shipped wrangler.toml and over configurations written into a temporary
 //! directory.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use std::path::PathBuf;
+
+use common::{rulesctl, Run};
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// `rulesctl config check ARGS` in the repository.
 fn check(args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_rulesctl"))
-        .arg("config")
-        .arg("check")
-        .args(args)
-        .current_dir(repo())
-        .env_remove("RULESCTL_RULES_DIR")
-        .output()
-        .expect("run rulesctl");
-    let run = Run {
-        code: output.status.code().expect("exit code"),
-        stdout: String::from_utf8(output.stdout).expect("utf-8"),
-        stderr: String::from_utf8(output.stderr).expect("utf-8"),
-    };
-    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
-    run
+    rulesctl(&[&["config", "check"], args].concat())
 }
 
 /// A wrangler.toml in a fresh temporary directory.
