@@ -625,7 +625,7 @@ impl Config {
     /// SHA-256 of the Topology Service URL and the legacy cell. Cloudflare's
     /// `caches.default` is one per zone, shared by every Worker on it
     /// (staging, production, the registry deployments): without a
-    /// namespace one environment would read another's answers (issue 14).
+    /// namespace one environment would read another's answers.
     /// Deployments that ask the same service and fall back to the same
     /// legacy cell get the same answers, so they may share entries.
     /// The cell route learning asks (`host[:port]`): the legacy cell. This

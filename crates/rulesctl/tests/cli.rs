@@ -874,7 +874,7 @@ fn explain_shows_what_follows_a_path_claim_not_found() {
         "https://gitlab.com/users/sign_in",
     ])
     .json();
-    // Spread over GITLAB_CELLS (issue 16); a reserved route, no claim.
+    // Spread over GITLAB_CELLS; a reserved route, no claim.
     assert_eq!(anonymous["rule"], "sign_in_spread");
     assert_eq!(anonymous["action"], "spread");
     assert!(anonymous.get("on_not_found").is_none());
