@@ -6,7 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{rulesctl, Run};
+use common::{repo, rulesctl, Run};
 use serde_json::Value;
 
 /// `rulesctl config check ARGS` in the repository.
@@ -183,12 +183,9 @@ fn an_unknown_environment_or_secret_is_a_usage_error() {
 /// between its markers.
 #[test]
 fn config_table_prints_the_readme_table() {
-    let output = Command::new(env!("CARGO_BIN_EXE_rulesctl"))
-        .args(["config", "table"])
-        .output()
-        .expect("run rulesctl");
-    assert_eq!(output.status.code(), Some(0));
-    let table = String::from_utf8(output.stdout).expect("utf-8");
+    let run = rulesctl(&["config", "table"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let table = run.stdout;
     let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
     let between = readme
         .split_once("<!-- settings: begin -->\n")
