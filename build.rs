@@ -81,13 +81,9 @@ fn main() {
                     format!("Some(&[{}])", ps.join(", "))
                 }
             };
-            let sequence = match facts.sequence {
-                None => "None".to_string(),
-                Some(code) => format!("Some(&{code:?})"),
-            };
             write!(
                 table,
-                "router_core::select::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, sequence: {sequence}, program: &{:?} }}, ",
+                "router_core::select::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, program: &{:?} }}, ",
                 facts.source, facts.names, facts.program
             )
             .unwrap();

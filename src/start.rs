@@ -5,8 +5,8 @@
 //! while the TLS handshake is under way (within the 1 s start-up limit),
 //! not while a user's request waits. A fresh isolate's first request costs
 //! 124.3 M instructions with the state made on it and 79.8 M without
-//! (`node bench/first-request.mjs`, `session_token`; docs/benchmark.md,
-//! the ledger).
+//! (`node bench/first-request.mjs`, `session_token`;
+//! docs/performance-ledger.md).
 //!
 //! Running the routing path here too, on made-up requests, does not pay:
 //! the wasm code V8 compiles here is dropped whenever another isolate

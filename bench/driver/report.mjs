@@ -240,7 +240,7 @@ export function resultsSection(result, { command, commit, started, ended, runSta
   const verdicts = targetVerdicts(summary, o.concurrency);
   if (verdicts.length && summary.some((s) => s.config === "floor-log")) {
     out.push("");
-    out.push("Targets (issue 20):");
+    out.push("Targets:");
     out.push("");
     for (const v of verdicts) out.push(`* ${v}`);
   }

@@ -292,8 +292,7 @@ fn cells_mix_decide(bencher: Bencher) {
 
 /// The mix plus the resolver's memory-cache key for classify decisions
 /// (what a warm request costs in the core before the memory-cache lookup):
-/// the canonical body itself since issue 14 (before it, `cache_key()`: the
-/// body and its FNV-1a hash).
+/// the canonical body itself.
 #[divan::bench(counter = divan::counter::ItemsCount::new(MIX_LEN))]
 fn mix_with_cache_key(bencher: Bencher) {
     let rules = ruleset();

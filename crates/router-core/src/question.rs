@@ -224,7 +224,7 @@ impl ClassifyRequest {
     /// logs and purges, then the SHA-256 of the canonical body, so two
     /// questions can share a key only by breaking SHA-256. (It was FNV-1a
     /// 64, for which collisions are found in seconds: a forged session
-    /// prefix could poison another's entry; issue 14.) The in-isolate maps
+    /// prefix could poison another's entry.) The in-isolate maps
     /// key by [`ClassifyRequest::body`] itself, which needs no hash at all.
     pub fn cache_key(&self) -> String {
         Self::cache_key_of(self.kind, self.target, &self.body())
@@ -317,7 +317,7 @@ mod tests {
         );
     }
 
-    /// The key scheme before issue 14: `<type>-<target>-<FNV-1a 64>`.
+    /// The earlier key scheme: `<type>-<target>-<FNV-1a 64>`.
     fn fnv_key(request: &ClassifyRequest) -> String {
         let hash = fnv1a64(FNV_OFFSET, request.body().as_bytes());
         let kind = request.kind.name().to_ascii_lowercase();
@@ -334,7 +334,7 @@ mod tests {
         hash
     }
 
-    /// The audit's forged session prefix (issue 14): its FNV key was
+    /// The audit's forged session prefix: its FNV key was
     /// `cell-2`'s, so one request could overwrite `cell-2`'s answer.
     const FORGED_CELL_2: &str = "cell-296371275170884690274592503895712990101298676239";
 

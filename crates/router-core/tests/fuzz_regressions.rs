@@ -248,7 +248,7 @@ fn a_clients_forwarded_header_is_not_forwarded() {
     let none: Vec<String> = Vec::new();
     assert!(drops_header("forwarded", &none, false));
     assert!(drops_header("forwarded", &none, true));
-    // Since issue 14 the client's X-Forwarded-For goes too: the router sets
+    // The client's X-Forwarded-For goes too: the router sets
     // it from CF-Connecting-IP. Still forwarded: what clients may send.
     assert!(drops_header("x-forwarded-for", &none, false));
     assert!(!drops_header("x-request-id", &none, false));
@@ -284,7 +284,7 @@ fn legacy_plan(url: &str, headers: &[(&str, &str)]) -> Option<String> {
     Some(encoded)
 }
 
-/// Found by `request` (and issue 50): `traceparent: 0` then `é` (C3 A9, as UTF-8, or as the
+/// Found by `request`: `traceparent: 0` then `é` (C3 A9, as UTF-8, or as the
 /// Latin-1 characters `Ã©`) then 60 × `a` panicked in `canonical_traceparent` (trace.rs),
 /// which slices the first 55 bytes at fixed offsets inside the multi-byte character.
 #[test]

@@ -1,4 +1,4 @@
-//! What the resolver's memory cache costs at its bounds (issues 40 and 50):
+//! What the resolver's memory cache costs at its bounds:
 //! heap bytes held by a resolver whose cache is full, counted by a
 //! counting allocator (this test binary's only test, so nothing else
 //! allocates meanwhile), for typical keys (the entry bound binds) and for

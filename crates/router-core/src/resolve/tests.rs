@@ -530,7 +530,7 @@ fn small_memory(
     ))
 }
 
-/// Issue 40: with more keys than the memory cache holds, an answer evicted
+/// With more keys than the memory cache holds, an answer evicted
 /// from memory was gone from the Cache API too once its TTL passed
 /// (max-age was the TTL), so a failing service sent its key to the legacy
 /// cell well inside the stale window. The shared entry now stays for the
@@ -798,7 +798,7 @@ fn backoff_grows_caps_and_jitters() {
 }
 
 /// The audit's forged session prefix, whose FNV-1a key was `cell-2`'s
-/// (issue 14).
+///.
 const FORGED_CELL_2: &str = "cell-296371275170884690274592503895712990101298676239";
 
 #[test]
@@ -892,7 +892,7 @@ fn calls_during_an_outage(guard: GuardPolicy) -> u32 {
     service.calls.get()
 }
 
-/// Issue 14's figure: service calls per 1,000 requests during an outage,
+/// Service calls per 1,000 requests during an outage,
 /// before (every request 1 + 2 retries) and after (retry budget and
 /// breaker). Run with `--nocapture` to see them.
 #[test]
