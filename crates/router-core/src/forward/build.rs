@@ -321,7 +321,7 @@ pub fn internal_error(message: &str, metrics: Option<&str>) -> Plan<'static> {
 pub fn report_outcome(
     router: &Router,
     circuit: usize,
-    flags: &str,
+    flags: u32,
     status: u16,
     sent_ms: u64,
     retry_after: bool,
