@@ -369,7 +369,7 @@ function fail(field, why, head, started, f, errorKind) {
 // plan. Taken into constants once: the hot path reads them by index.
 const { KIND, LOG_HEAD, LOG_TAIL, LOG_MIN_STATUS, ANSWER } = W;
 const { URL: TARGET_URL, DROP, SIGN_INPUT, SIGN_HEADER, SIGN_FAILURE, UPSTREAM_FAILURE_LOG } = W;
-const { DEADLINE, HELD_STATUS, REPORT, CIRCUIT, HEADERS_TIMEOUT, BODY, SET_FROM } = W;
+const { DEADLINE, HELD_STATUS, REPORT, CIRCUIT, HEADERS_TIMEOUT, BODY, RESPONSE_SET, SET_FROM } = W;
 const { REPORT_TRIAL, REPORT_GATEWAY, GATEWAY_FROM, GATEWAY_TO } = W;
 const { POINT, POINT_FIELDS, POINT_ACTION, POINT_CELL, POINT_STATUS_CLASS, POINT_ERROR_KIND, POINT_DOUBLES_FROM } = W;
 
@@ -480,7 +480,20 @@ async function apply(request, client, method, drops, plan, started) {
   const duration = Date.now() - started;
   writeLog(logHead, f[LOG_TAIL], f[LOG_MIN_STATUS], status, duration);
   writePoint(f, status, duration);
-  return upstream;
+  const responseSet = f[RESPONSE_SET];
+  return responseSet === "" ? upstream : withHeaders(upstream, responseSet);
+}
+
+/**
+ * A copy of the upstream's response (its WebSocket kept) with the plan's
+ * response headers (`name ITEM value …`) set over the cell's.
+ */
+function withHeaders(upstream, pairs) {
+  const { status, webSocket } = upstream;
+  const copy = webSocket ? new Response(null, { status, webSocket, headers: upstream.headers }) : new Response(upstream.body, upstream);
+  const items = pairs.split(ITEM);
+  for (let i = 0; i + 1 < items.length; i += 2) copy.headers.set(items[i], items[i + 1]);
+  return copy;
 }
 
 function reportOutcome(circuit, flags, status, sent, retryAfter) {

@@ -117,6 +117,9 @@ fields! {
     REPORT, CIRCUIT, HEADERS_TIMEOUT => push_report(out, f.report.as_ref());
     /// `1`: the request's body is forwarded.
     BODY => out.push_ascii(if f.body { '1' } else { '0' });
+    /// Headers set on the upstream's response, `name ITEM value …` (empty:
+    /// the response as it came).
+    RESPONSE_SET => push_pairs(out, &f.response_set);
 }
 
 /// A forward plan's headers to set follow its fixed fields: name, value,
@@ -355,6 +358,9 @@ pub struct Forward<'a> {
     /// whatever its `Content-Length` or `Transfer-Encoding` say (workerd
     /// gives them a zero-length body, and `fetch` refuses one).
     pub body: bool,
+    /// Headers the entry sets on the upstream's response, replacing the
+    /// cell's (the smoke test's route, [`crate::forward::headers::route_names`]).
+    pub response_set: Vec<(Cow<'static, str>, Cow<'a, str>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -495,14 +501,14 @@ fn parse_log(f: &[&str]) -> Option<Option<LogPlan>> {
     }))
 }
 
-fn push_pairs<N: AsRef<str>>(out: &mut String, pairs: &[(N, String)]) {
+fn push_pairs<N: AsRef<str>, V: AsRef<str>>(out: &mut String, pairs: &[(N, V)]) {
     for (i, (name, value)) in pairs.iter().enumerate() {
         if i > 0 {
             out.push_ascii(ITEM);
         }
         out.push_str(name.as_ref());
         out.push_ascii(ITEM);
-        out.push_str(value);
+        out.push_str(value.as_ref());
     }
 }
 
@@ -644,6 +650,12 @@ impl Plan<'_> {
                         "0" => false,
                         _ => return None,
                     },
+                    response_set: parse_pairs(
+                        &at(forward::RESPONSE_SET)?.split(ITEM).collect::<Vec<_>>(),
+                    )?
+                    .into_iter()
+                    .map(|(name, value)| (Cow::Owned(name), Cow::Owned(value)))
+                    .collect(),
                 })))
             }
             _ => None,
@@ -692,6 +704,7 @@ mod tests {
             not_found_deadline_ms: 0,
             report,
             body: true,
+            response_set: Vec::new(),
         }))
     }
 
@@ -775,7 +788,14 @@ mod tests {
         if let Plan::Forward(f) = &mut nothing_set {
             f.set.clear();
         }
-        for plan in plans.into_iter().chain([nothing_set]) {
+        let mut route_named = forward(None, vec![]);
+        if let Plan::Forward(f) = &mut route_named {
+            f.response_set = vec![
+                ("x-gitlab-http-router-route-rule".into(), "session".into()),
+                ("x-gitlab-http-router-route-cell".into(), "".into()),
+            ];
+        }
+        for plan in plans.into_iter().chain([nothing_set, route_named]) {
             let encoded = plan.encode();
             assert_eq!(Plan::decode(&encoded).as_ref(), Some(&plan), "{encoded:?}");
         }

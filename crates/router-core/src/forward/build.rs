@@ -284,6 +284,15 @@ pub fn plan<'a, P: Platform>(
         not_found_deadline_ms,
         report,
         body,
+        response_set: headers::route_names(
+            headers::is_smoke_test(
+                parts.header(SMOKE_TEST_HEADER),
+                router.settings.smoke_test_secret,
+            ),
+            log.rule,
+            log.cell,
+            log.upstream.as_deref().unwrap_or_default(),
+        ),
     }))
 }
 
