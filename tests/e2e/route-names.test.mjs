@@ -5,18 +5,18 @@
 // (set over any the cell sent); any other request gets nothing added.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, request, requestLogs, sessionCookie } from "./harness.mjs";
+import { startStack, request, waitForLog, sessionCookie } from "./harness.mjs";
 
 const SECRET = "smoke-0123456789abcdef";
 const SMOKE = { "x-gitlab-http-router-smoke-test": SECRET };
 const ROUTE = ["rule", "cell", "upstream"].map((part) => `x-gitlab-http-router-route-${part}`);
 
-/** The response to `path` and the router's log line for it. */
+/** The response to `path` and the router's log line for it (by its request id). */
 async function routed(stack, path, headers = {}) {
-  const from = stack.logs.length;
-  const r = await request(`${stack.url}${path}`, { headers });
+  const id = `route-names-${Math.random().toString(16).slice(2)}`;
+  const r = await request(`${stack.url}${path}`, { headers: { ...headers, "cf-ray": id } });
   assert.equal(r.status, 200, `${path}: ${r.text}`);
-  const log = requestLogs(stack, from).find((l) => l.path === path);
+  const log = await waitForLog(stack, (l) => l.request_id === id);
   return { r, log, route: ROUTE.map((name) => r.headers[name]) };
 }
 
