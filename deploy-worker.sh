@@ -8,7 +8,7 @@
 # entry point. docs/deploying.md is the operator's guide; SPEC.md §8 the
 # contract.
 #
-#   deploy-worker.sh <environment> [--dry-run] [--take-over-routes]
+#   deploy-worker.sh <environment> [--dry-run] [--take-over-routes] [--attach-routes]
 #                                                   validate, check the change
 #                                                   lock, build, upload, roll out
 #   deploy-worker.sh --rollback <environment> [--dry-run]
@@ -39,6 +39,10 @@
 #                               Cloudflare-Workers-Version-Overrides naming
 #                               the new version
 #   HEALTH_CHECK_TIMEOUT        [10] seconds for HEALTH_CHECK_URL
+#   ROUTING_CHECKS              [true] with HEALTH_CHECK_URL, a request of each
+#                               rule family through the new version, checked
+#                               for the rule and cell the router names
+#                               (docs/deploying.md, "Routing checks")
 #   CANARY_ROUTE                [<worker name>.<zone>/*] a first deploy's canary
 #                               route, in the zone of the environment's routes
 #   CANARY_HEALTH_CHECK_URL     [HEALTH_CHECK_URL on the canary's host] the
@@ -48,6 +52,8 @@
 #                               --secrets-file)
 #   TAKE_OVER_ROUTES            [false] true: as --take-over-routes, move the
 #                               routes another Worker serves to this one
+#   ATTACH_ROUTES               [false] true: as --attach-routes, attach the
+#                               routes --detach-routes detached (else refused)
 #   ALLOW_PLACEHOLDERS          [false] true: a --dry-run only warns about
 #                               REPLACE_ME values (a deploy refuses them)
 #   CHANGE_LOCK_FILE            [change-lock.toml beside this script]

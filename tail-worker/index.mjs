@@ -2,7 +2,7 @@
 // router invocation Cloudflare hands it the invocation's trace items (its
 // console lines, uncaught exceptions, outcome and request), and it sends
 // the errors among them (reports.mjs) to Sentry, one envelope per event,
-// scrubbed of secrets (scrub.mjs). docs/operations.md, "Errors to Sentry:
+// scrubbed of secrets (scrub.mjs). docs/logging.md, "Errors to Sentry:
 // the tail worker".
 //
 // It runs apart from the router, after the router's response is sent: a

@@ -8,7 +8,13 @@ import { compareBake, datasetOf } from "./analytics.mjs";
 import { say, warn } from "./log.mjs";
 import { runRoutingChecks } from "./routing-checks.mjs";
 
-let warnedNoHeader = false;
+/** What was warned of once per deploy (the notes repeat at every step). */
+const warned = new Set();
+const warnOnce = (text) => {
+  if (warned.has(text)) return;
+  warned.add(text);
+  warn(text);
+};
 
 /**
  * `health`: runHealthCheck's passing result; `d`: the Deploy; `url` the
@@ -21,10 +27,6 @@ export async function addBakeChecks(d, p, health, { url = d.settings.healthUrl, 
   const s = d.settings;
   const out = { ...health };
   if (url && s.routing.enabled) {
-    if (!s.routing.cellHeader && !warnedNoHeader) {
-      warnedNoHeader = true;
-      warn("ROUTING_CHECKS=true without ROUTING_CHECK_CELL_HEADER: the routing checks see statuses and registry answers, not which cell answered");
-    }
     const routing = await runRoutingChecks({
       url,
       override,
@@ -44,11 +46,11 @@ export async function addBakeChecks(d, p, health, { url = d.settings.healthUrl, 
       signal: d.signal,
       say,
     });
+    for (const note of routing.notes) warnOnce(`routing checks: ${note}`);
     out.routing = routing;
     if (!routing.ok) return { ...out, ok: false, problem: routing.problem };
-  } else if (url && !warnedNoHeader) {
-    warnedNoHeader = true;
-    warn("neither ROUTING_CHECK_CELL_HEADER nor ROUTING_CHECKS=true: no routing checks (the health check sees only HEALTH_CHECK_URL's status, not where requests go)");
+  } else if (url) {
+    warnOnce("ROUTING_CHECKS=false: no routing checks (the health check sees only HEALTH_CHECK_URL's status, not where requests go)");
   }
   if (p > 0 && override && d.oldVersion && !d.signal?.aborted) {
     const metrics = await compareBake({

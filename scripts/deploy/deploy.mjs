@@ -9,8 +9,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parse, stringify } from "smol-toml";
-import { readCurrentDeployment, versionTagOf } from "./deployment-state.mjs";
+import { readServingDeployment, readCurrentDeployment, versionTagOf } from "./deployment-state.mjs";
+import { detachedByKillSwitch } from "./detach-routes.mjs";
 import { addBakeChecks } from "./bake-checks.mjs";
+import { registryMoveBackWarning } from "./registry-rollback.mjs";
 import { runHealthCheck } from "./health-check.mjs";
 import { EXIT, fail, say, tell, warn } from "./log.mjs";
 import { requireSmokeSecret } from "./preflight.mjs";
@@ -59,11 +61,13 @@ export class Deploy {
     this.smokeDelay = seconds(process.env.SMOKE_DELAY_SECONDS ?? SMOKE_DELAY_DEFAULT, "SMOKE_DELAY_SECONDS");
     this.timeout = seconds(this.settings.healthTimeout, "HEALTH_CHECK_TIMEOUT");
     if (this.dryRun) return this.printDryRun(steps);
-    const current = await readCurrentDeployment(this.wrangler);
+    const deployment = await readServingDeployment(this.wrangler);
+    const current = deployment?.versions ?? null;
     const tagged = [];
     for (const v of current ?? []) tagged.push({ ...v, tag: await versionTagOf(this.wrangler, v.id) });
     const owners = await this.readOwners();
     this.refuseForeignRoutes(owners, current ? describeVersions(current.filter((v) => v.percentage > 0)) : "");
+    this.refuseDetachedRoutes(deployment, owners);
     const first = this.firstDeployReason(current, tagged, owners);
     if (first) return this.firstDeploy(tagged, first);
     const plan = planRollout(tagged, this.settings.tag);
@@ -188,6 +192,27 @@ export class Deploy {
     fail(
       EXIT.FAILED,
       `${list}: another Worker serves ${foreign.length === 1 ? "this route" : "these routes"}. deploy-worker.sh takes a route from another Worker only when told to: run it with --take-over-routes (or TAKE_OVER_ROUTES=true) to move ${foreign.length === 1 ? "it" : "them"} to ${this.worker} (on a first deploy, after its canary's health check passes; the routes go back to their Worker if the check after the move fails); nothing was changed`,
+    );
+  }
+
+  /**
+   * The kill switch detached the routes (the serving deployment says so, and
+   * a route is still not this Worker's): refused, nothing changed, unless
+   * --attach-routes. Routes attached again by hand since pass.
+   */
+  refuseDetachedRoutes(serving, owners) {
+    if (!detachedByKillSwitch(serving)) return;
+    const detached = owners ? owners.routes.filter((r) => r.published?.script !== this.worker).map((r) => r.pattern) : this.patterns;
+    if (detached.length === 0) return;
+    const traffic = describeVersions(serving.versions.filter((v) => v.percentage > 0));
+    if (this.settings.attachRoutes) {
+      say(`--attach-routes: ${detached.join(", ")}, detached by the kill switch ("${serving.message}"), will point at ${this.worker} again`);
+      return;
+    }
+    this.record.finish("refused", { kind: "refused", traffic, problem: `routes detached by the kill switch: ${detached.join(", ")}` });
+    fail(
+      EXIT.FAILED,
+      `${detached.join(", ")}: detached by the kill switch ("${serving.message}"), so their requests go to the zone's origin without the router. A deploy would attach them again; it does so only when told to: when the router may serve again, run  deploy-worker.sh ${this.env.key} --attach-routes  (or ATTACH_ROUTES=true); nothing was changed`,
     );
   }
 
@@ -540,10 +565,13 @@ export class Deploy {
   async rollBackAndExit(what, short, { smoke = false } = {}) {
     this.rolloutActive = false;
     tell(what);
+    // A smoke test shifted nothing: no repository moved either way.
+    const moveBack = smoke ? null : registryMoveBackWarning(this.settings.configFile, this.env.vars, this.worker);
+    if (moveBack) warn(`REGISTRY: ${moveBack}`);
     say(`rolling back: ${this.oldVersion} to 100%`);
     const r = await this.wrangler.run(["versions", "deploy", `${this.oldVersion}@100%`, ...this.envArgs, "--yes", "--message", `rollback by deploy-worker.sh after a ${short} of ${this.settings.tag}`]);
     const deployed = lastEntry(r.entries ?? [], "version-deploy");
-    const rollback = { to: this.oldVersion, deployment_id: deployed?.deployment_id ?? null, at: new Date().toISOString(), ok: r.status === 0 };
+    const rollback = { to: this.oldVersion, deployment_id: deployed?.deployment_id ?? null, at: new Date().toISOString(), ok: r.status === 0, ...(moveBack ? { warning: moveBack } : {}) };
     if (r.status === 0) {
       const traffic = `${this.oldVersion} at 100%`;
       this.record.finish("rolled-back", { rollback, traffic, problem: what });

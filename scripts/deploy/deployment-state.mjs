@@ -16,15 +16,23 @@ function explainFailure(result, what) {
   fail(EXIT.FAILED, `${what} failed${result.errorCode ? ` (API error ${result.errorCode})` : ""} (above); nothing was changed`);
 }
 
-/** The deployment serving now: [{id, percentage}], or null when the Worker does not exist yet. */
-export async function readCurrentDeployment(wrangler) {
+/**
+ * The deployment serving now: {versions: [{id, percentage}], message}, or
+ * null when the Worker does not exist yet (or has no deployment).
+ */
+export async function readServingDeployment(wrangler) {
   const { ok, value, result } = await wrangler.json(["deployments", "status", "--env", wrangler.env, "--json"]);
   if (!ok) {
     if (NOT_FOUND_CODES.includes(result.errorCode)) return null;
     explainFailure(result, "wrangler deployments status");
   }
   const versions = deploymentVersions(value);
-  return versions.length ? versions : null;
+  return versions.length ? { versions, message: String(value?.annotations?.["workers/message"] ?? "") } : null;
+}
+
+/** The deployment serving now: [{id, percentage}], or null when the Worker does not exist yet. */
+export async function readCurrentDeployment(wrangler) {
+  return (await readServingDeployment(wrangler))?.versions ?? null;
 }
 
 /** The tag a version was uploaded with (null when none). */

@@ -45,12 +45,6 @@ async function main(argv) {
   const env = checkEnvironment(config, args.environment);
   if (args.mode === "deploy") checkPlaceholders(settings, config, env, args.dryRun);
   checkToken(settings, args.dryRun);
-  if (args.mode === "detach-routes") {
-    say(`detach-routes ${env.workerName} (--env ${env.key})${args.dryRun ? " [dry run]" : ""}`);
-    return detachRoutes({ api: new CloudflareApi(), env, dryRun: args.dryRun });
-  }
-  checkSmokeSecret(settings);
-
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "deploy-worker."));
   process.on("exit", () => fs.rmSync(workDir, { recursive: true, force: true }));
   const wrangler = new Wrangler({
@@ -60,12 +54,18 @@ async function main(argv) {
     env: env.key,
     dryRun: args.dryRun,
   });
+  if (args.mode === "detach-routes") {
+    say(`detach-routes ${env.workerName} (--env ${env.key})${args.dryRun ? " [dry run]" : ""}`);
+    return detachRoutes({ api: new CloudflareApi(), env, wrangler, dryRun: args.dryRun });
+  }
+  checkSmokeSecret(settings);
   say(`${args.mode} ${env.workerName} (--env ${env.key})${args.dryRun ? " [dry run]" : ""}`);
   if (args.mode === "rollback") {
     return rollback({ settings, env, wrangler, dryRun: args.dryRun, recordFile: settings.rollbackRecord });
   }
 
   if (args.takeOverRoutes) settings.takeOverRoutes = true;
+  if (args.attachRoutes) settings.attachRoutes = true;
   if (settings.secretsFile) settings.secretNames = secretsFileNames(settings.secretsFile);
   await validateRulesets(settings, config, env);
   const tail = checkTailWorker(settings, env);

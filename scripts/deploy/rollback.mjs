@@ -2,14 +2,17 @@
 // 100 %: ROLLBACK_VERSION, else the one the rollout record (ROLLBACK_RECORD)
 // says served before that deploy, else the previous one in the history.
 import { deploymentVersions, readDeploymentHistory } from "./deployment-state.mjs";
-import { EXIT, fail, say } from "./log.mjs";
+import { EXIT, fail, say, warn } from "./log.mjs";
 import { previousVersion, ROLLBACK_MESSAGE, RollbackError, targetFromRecord } from "./rollback-target.mjs";
+import { registryMoveBackWarning } from "./registry-rollback.mjs";
 import { readRecord, RecordFile } from "./rollout-record.mjs";
 import { lastEntry } from "./wrangler.mjs";
 
 export async function rollback({ settings, env, wrangler, dryRun, recordFile }) {
   const envArgs = ["--env", env.key];
   const message = ROLLBACK_MESSAGE;
+  const moveBack = registryMoveBackWarning(settings.configFile, env.vars, env.workerName);
+  if (moveBack) warn(`REGISTRY: ${moveBack}`);
   let target = settings.rollbackVersion;
   let record = null;
   if (!target && recordFile) {
@@ -47,7 +50,7 @@ export async function rollback({ settings, env, wrangler, dryRun, recordFile }) 
   const deployed = lastEntry(r.entries, "version-deploy");
   if (r.status !== 0 || !deployed) fail(EXIT.FAILED, `wrangler versions deploy ${target}@100% failed: the rollback did not happen (see above)`);
   if (record && recordFile) {
-    record.rollback = { to: target, deployment_id: deployed.deployment_id, at: new Date().toISOString(), ok: true, by: "deploy-worker.sh --rollback" };
+    record.rollback = { to: target, deployment_id: deployed.deployment_id, at: new Date().toISOString(), ok: true, by: "deploy-worker.sh --rollback", ...(moveBack ? { warning: moveBack } : {}) };
     record.traffic = `${target} at 100%`;
     new RecordFile(recordFile, record).write();
   }

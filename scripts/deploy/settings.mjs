@@ -66,6 +66,8 @@ export function readSettings(env, root) {
     outputFile: env.WRANGLER_OUTPUT_FILE_PATH || "",
     // The first deploy (docs/deploying.md, "First deploy to a new account").
     takeOverRoutes: isTrue(env.TAKE_OVER_ROUTES),
+    // Attach routes the kill switch detached (--detach-routes): only when told to.
+    attachRoutes: isTrue(env.ATTACH_ROUTES),
     canaryRoute: env.CANARY_ROUTE || "",
     canaryHealthUrl: env.CANARY_HEALTH_CHECK_URL || "",
     secretsFile: env.SECRETS_FILE || "",

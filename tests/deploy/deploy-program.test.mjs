@@ -26,10 +26,12 @@ const tempDir = (t) => {
 
 describe("arguments", () => {
   test("modes, environment, --dry-run", () => {
-    assert.deepEqual(parseArguments(["staging", "--dry-run"]), { mode: "deploy", environment: "staging", lockEnvironments: [], dryRun: true, help: false, takeOverRoutes: false });
+    assert.deepEqual(parseArguments(["staging", "--dry-run"]), { mode: "deploy", environment: "staging", lockEnvironments: [], dryRun: true, help: false, takeOverRoutes: false, attachRoutes: false });
     assert.equal(parseArguments(["--rollback", "production"]).mode, "rollback");
-    assert.deepEqual(parseArguments(["--detach-routes", "production", "--dry-run"]), { mode: "detach-routes", environment: "production", lockEnvironments: [], dryRun: true, help: false, takeOverRoutes: false });
+    assert.deepEqual(parseArguments(["--detach-routes", "production", "--dry-run"]), { mode: "detach-routes", environment: "production", lockEnvironments: [], dryRun: true, help: false, takeOverRoutes: false, attachRoutes: false });
     assert.deepEqual(parseArguments(["--check-lock", "a", "b"]).lockEnvironments, ["a", "b"]);
+    assert.equal(parseArguments(["production", "--attach-routes"]).attachRoutes, true);
+    assert.throws(() => parseArguments(["--rollback", "production", "--attach-routes"]), (e) => e instanceof DeployError && e.code === 2);
   });
   test("unknown options and extra arguments exit 2", () => {
     for (const argv of [["--nope"], ["a", "b"]]) assert.throws(() => parseArguments(argv), (e) => e instanceof DeployError && e.code === 2);

@@ -1,8 +1,9 @@
 // deploy-worker.sh --detach-routes, the kill switch (docs/operations.md, "The
 // kill switch: detaching the route"): the real script against the Cloudflare
 // API stand-in deletes the environment's routes to its Worker and nothing
-// else, and the pinned wrangler's `triggers deploy`, the documented way back,
-// attaches them again.
+// else, and marks the deployment; a deploy then refuses to attach them until
+// told to (--attach-routes), and a mark whose routes were attached again by
+// hand (the pinned wrangler's `triggers deploy`) stops nothing.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import path from "node:path";
@@ -17,7 +18,7 @@ before(() => ensureBuild());
 
 const published = (api) => [...api.scripts.values()].flatMap((s) => s.routes.map((r) => `${r.pattern} -> ${r.script}`)).sort();
 
-test("--detach-routes deletes the environment's routes to its Worker; wrangler triggers deploy attaches them again", async (t) => {
+test("--detach-routes deletes the environment's routes to its Worker; a deploy refuses to attach them until --attach-routes", async (t) => {
   const api = await startStandin();
   t.after(() => api.close());
   const project = makeProject(t);
@@ -36,8 +37,16 @@ test("--detach-routes deletes the environment's routes to its Worker; wrangler t
   const r = await runDeploy(["--detach-routes", ENV], project.env(api));
   assert.equal(r.code, 0, explain(r));
   assert.match(r.stderr, new RegExp(`detached staging\\.gitlab\\.com/\\* from ${NAME}: its requests go to the zone's origin now`));
-  assert.match(r.stderr, /npx wrangler triggers deploy --env staging/);
+  assert.match(r.stderr, /deploy-worker\.sh staging --attach-routes/);
+  assert.match(r.stderr, /marked the deployment: [0-9a-f-]+@100% \(unchanged\) "routes detached by deploy-worker\.sh --detach-routes at /);
   assert.deepEqual(published(api), ["staging.gitlab.com/static/* -> another-worker"]);
+
+  // The next deploy (CI on the next merge) does not put the router back on its own.
+  const refused = await runDeploy([ENV], project.env(api, { DEPLOY_TAG: "def5678" }));
+  assert.equal(refused.code, 1, explain(refused));
+  assert.match(refused.stderr, /staging\.gitlab\.com\/\*: detached by the kill switch \("routes detached by deploy-worker\.sh --detach-routes at [^"]+"\).*run  deploy-worker\.sh staging --attach-routes .*nothing was changed/s);
+  assert.deepEqual(published(api), ["staging.gitlab.com/static/* -> another-worker"]);
+  assert.equal(api.scripts.get(NAME).versions.length, 1, "nothing was uploaded");
 
   const again = await runDeploy(["--detach-routes", ENV], project.env(api));
   assert.equal(again.code, 0, explain(again));
@@ -61,6 +70,18 @@ test("--detach-routes deletes the environment's routes to its Worker; wrangler t
     });
   });
   assert.equal(attach.status, 0, attach.out);
+  assert.deepEqual(published(api), before);
+  // attached by hand: the mark stops nothing any more (a deploy sees its routes served)
+  const afterManual = await runDeploy([ENV], project.env(api, { DEPLOY_TAG: "def5678", ROLLOUT_PERCENTAGES: "100" }));
+  assert.equal(afterManual.code, 0, explain(afterManual));
+
+  // Detached again, then attached by the deploy that is told to.
+  const detachAgain = await runDeploy(["--detach-routes", ENV], project.env(api));
+  assert.equal(detachAgain.code, 0, explain(detachAgain));
+  assert.deepEqual(published(api), ["staging.gitlab.com/static/* -> another-worker"]);
+  const attached = await runDeploy([ENV, "--attach-routes"], project.env(api, { DEPLOY_TAG: "0a1b2c3", ROLLOUT_PERCENTAGES: "100" }));
+  assert.equal(attached.code, 0, explain(attached));
+  assert.match(attached.stderr, /--attach-routes: staging\.gitlab\.com\/\*, detached by the kill switch/);
   assert.deepEqual(published(api), before);
   assert.deepEqual(api.unknown.map((q) => `${q.method} ${q.path}`), []);
 

@@ -105,6 +105,10 @@ export function makeProject(t) {
         BAKE_SECONDS: "0",
         SMOKE_DELAY_SECONDS: "0",
         SMOKE_TEST_SECRET: SMOKE_SECRET,
+        // edge-standin.mjs without `router` answers statuses only and names
+        // no route: the rollout's mechanics are tested here, the routing
+        // checks through the real router (routing-health.test.mjs).
+        ROUTING_CHECKS: "false",
         ROLLOUT_RECORD: path.join(dir, "rollout-record.json"),
         DEPLOY_TAG: "abc1234",
         DEPLOY_MESSAGE: "test deploy",

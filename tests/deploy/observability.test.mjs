@@ -2,7 +2,7 @@
 // wrangler accepts each deployed environment's block and sends it to the
 // Cloudflare API stand-in, on a first deploy in the script upload's
 // metadata and on a gradual rollout as the non-versioned script settings
-// that `wrangler versions deploy` patches. docs/operations.md, Workers Logs.
+// that `wrangler versions deploy` patches. docs/logging.md, Workers Logs.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";

@@ -88,6 +88,26 @@ describe("smoke test, routes and rollout record", { concurrency: 2 }, () => {
     for (const q of edge.requests) assert.deepEqual([q.override, q.how, q.version, q.status], [`${NAME}="${newVersion}"`, "override", newVersion, 200]);
   });
 
+  test("rolling back a registry_migration step warns that repositories move back, in the log and the record; a smoke test's stop does not", async (t) => {
+    const { api, project, oldVersion, record } = await setup(t);
+    // staging running the migration ruleset; the health check fails from 50 % on
+    const toml = fs.readFileSync(project.config, "utf8");
+    const staging = toml.indexOf("[env.staging.vars]");
+    fs.writeFileSync(project.config, toml.slice(0, staging) + toml.slice(staging).replace(/GITLAB_RULES_CONFIG = "[a-z_]+"/, 'GITLAB_RULES_CONFIG = "registry_migration"'));
+    const r = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_CMD: 'test "$DEPLOY_PERCENTAGE" -lt 50', ROLLOUT_PERCENTAGES: "25 50 100" }));
+    assert.equal(r.code, 1, explain(r));
+    assert.match(r.stderr, /REGISTRY: .* runs registry_migration, which moves repositories between registries \(rules [a-z_, ]*registry_repository_migrated/);
+    assert.match(r.stderr, /move BACK to the legacy registry/);
+    const rec = record();
+    assert.equal(rec.rollback.to, oldVersion);
+    assert.match(rec.rollback.warning, /moves repositories between registries/);
+
+    // the same ruleset stopped at the smoke test: nothing moved, no warning
+    const r2 = await runDeploy([ENV], project.env(api, { HEALTH_CHECK_CMD: "false", DEPLOY_TAG: "def5678" }));
+    assert.equal(r2.code, 1, explain(r2));
+    assert.doesNotMatch(r2.stderr, /REGISTRY:/);
+  });
+
   test("a first deploy that fails at its canary route leaves a Worker without routes; the next run goes on from the canary, nothing uploaded again", async (t) => {
     const { api, project } = await setup(t, { seeded: false });
     api.failRoutesPut(1);

@@ -8,7 +8,7 @@ import path from "node:path";
 import { describe, test } from "node:test";
 import { parse } from "smol-toml";
 import { compareVersions, datasetOf, perVersionQuery, readMetricsSettings, runQuery, windowMinutes } from "../../scripts/deploy/analytics.mjs";
-import { claimKind, planRoutingChecks, readRoutingSettings, routingProblem } from "../../scripts/deploy/routing-checks.mjs";
+import { ROUTE_HEADERS, claimKind, observed, planRoutingChecks, readRoutingSettings, routingProblem } from "../../scripts/deploy/routing-checks.mjs";
 import { startStandin } from "./cf-api-standin.mjs";
 import { ACCOUNT_ID, REPO, fillPlaceholders } from "./helpers.mjs";
 
@@ -34,12 +34,12 @@ describe("routing checks: derived from the environment's config and ruleset", ()
     const { checks, ruleset } = plan("staging");
     assert.equal(ruleset, "session_token");
     assert.deepEqual(summary(checks), [
-      'session GET / {"cell":1}',
-      'session GET / {"cell":2}',
-      'token GET /api/v4/version {"cell":1}',
-      'token GET /api/v4/version {"cell":2}',
-      'legacy GET / {"cell":1}',
-      'claim GET /jwt/auth?service=container_registry&scope=repository%3Agitlab-org%2Fbuild%2Fimage%3Apush%2Cpull {"listedCell":true,"sameAsOld":true}',
+      'session GET / {"cell":1,"rule":"session_cookie"}',
+      'session GET / {"cell":2,"rule":"session_cookie"}',
+      'token GET /api/v4/version {"cell":1,"rule":"private_token"}',
+      'token GET /api/v4/version {"cell":2,"rule":"private_token"}',
+      `legacy GET / {"rule":"legacy","upstream":"${config.env.staging.vars.GITLAB_PROXY_HOST}","cell":1}`,
+      'claim GET /jwt/auth?service=container_registry&scope=repository%3Agitlab-org%2Fbuild%2Fimage%3Apush%2Cpull {"rule":"registry_jwt_auth_scope","listedCell":true,"sameAsOld":true}',
     ]);
     // the legacy fallthrough: a session cookie without a cell prefix
     assert.equal(checks[4].headers.cookie, "_gitlab_session=0123456789abcdef0123456789abcdef");
@@ -61,11 +61,25 @@ describe("routing checks: derived from the environment's config and ruleset", ()
     }
   });
 
-  test("switched on by the cell header, or by ROUTING_CHECKS=true (then statuses and registry answers only)", () => {
-    assert.deepEqual(readRoutingSettings({}), { cellHeader: "", enabled: false });
+  test("on unless ROUTING_CHECKS=false; the cell header is an extra check", () => {
+    assert.deepEqual(readRoutingSettings({}), { cellHeader: "", enabled: true });
     assert.deepEqual(readRoutingSettings({ ROUTING_CHECK_CELL_HEADER: " X-Cell " }), { cellHeader: "x-cell", enabled: true });
-    assert.deepEqual(readRoutingSettings({ ROUTING_CHECKS: "true" }), { cellHeader: "", enabled: true });
-    assert.equal(routingProblem({ expect: { cell: 2 } }, { status: 200, cell: null, registry: false }, { cellHeader: "", cells: [{ id: 2 }] }), null);
+    for (const off of ["false", "0", "no", " OFF "]) assert.equal(readRoutingSettings({ ROUTING_CHECKS: off }).enabled, false, off);
+    assert.equal(readRoutingSettings({ ROUTING_CHECKS: "true" }).enabled, true);
+  });
+
+  test("an answer's route: the router's naming first, the cell's own as the fallback", () => {
+    const answer = (headers, status = 200) => ({ status, headers: new Headers(headers) });
+    const routed = { [ROUTE_HEADERS.rule]: "session_cookie", [ROUTE_HEADERS.cell]: "2", [ROUTE_HEADERS.upstream]: "cell-2.example:443" };
+    assert.deepEqual(observed(answer({ ...routed, "x-cell": "2" }), "x-cell"), {
+      status: 200, namedBy: "router", cell: "2", rule: "session_cookie", upstream: "cell-2.example:443", selfNamed: "2", registry: false,
+    });
+    // not a listed cell: the router names the upstream, an empty cell
+    assert.deepEqual(observed(answer({ ...routed, [ROUTE_HEADERS.cell]: "", [ROUTE_HEADERS.rule]: "" }), ""), {
+      status: 200, namedBy: "router", cell: null, rule: null, upstream: "cell-2.example:443", registry: false,
+    });
+    assert.deepEqual(observed(answer({ "x-cell": "1" }), "x-cell"), { status: 200, namedBy: "cell", cell: "1", rule: null, upstream: null, selfNamed: "1", registry: false });
+    assert.deepEqual(observed(answer({}), ""), { status: 200, namedBy: null, cell: null, rule: null, upstream: null, registry: false });
   });
 
   test("claim kinds", () => {
@@ -76,17 +90,29 @@ describe("routing checks: derived from the environment's config and ruleset", ()
 
   test("verdicts: where it went, not only its status", () => {
     const cells = [{ id: 1 }, { id: 2 }];
-    const ctx = { cellHeader: "x-cell", cells };
-    const got = (status, cell, registry = false) => ({ status, cell, registry });
-    assert.equal(routingProblem({ expect: { cell: 2 } }, got(200, "2"), ctx), null);
-    assert.equal(routingProblem({ expect: { cell: 2 } }, got(200, "1"), ctx), "reached cell 1, expected cell 2");
-    assert.match(routingProblem({ expect: { cell: 2 } }, got(200, null), ctx), /without x-cell/);
+    const ctx = { cellHeader: "", cells };
+    const got = (status, cell, { rule = "r", upstream = `cell-${cell}:443`, registry = false, namedBy = "router" } = {}) => ({ status, namedBy, cell, rule, upstream, registry });
+    assert.equal(routingProblem({ expect: { cell: 2, rule: "r" } }, got(200, "2"), ctx), null);
+    assert.equal(routingProblem({ expect: { cell: 2 } }, got(200, "1"), ctx), "reached cell 1 (cell-1:443), expected cell 2");
+    assert.equal(routingProblem({ expect: { cell: 2, rule: "session_cookie" } }, got(200, "2", { rule: "legacy" }), ctx), "decided by rule legacy, expected rule session_cookie (the route table's)");
+    assert.equal(routingProblem({ expect: { upstream: "legacy:443" } }, got(200, null, { upstream: "cell-9:443" }), ctx), "sent to cell-9:443, expected the legacy cell GITLAB_PROXY_HOST=legacy:443");
     assert.equal(routingProblem({ expect: { cell: 2 } }, got(502, "2"), ctx), "answered 502");
     assert.match(routingProblem({ expect: { listedCell: true } }, got(200, "9"), ctx), /GITLAB_CELLS does not list/);
+    assert.match(routingProblem({ expect: { listedCell: true } }, got(200, null, { upstream: "elsewhere:443" }), ctx), /elsewhere:443, no listed cell/);
     assert.match(routingProblem({ expect: { listedCell: true, sameAsOld: true } }, got(200, "1"), { ...ctx, old: got(200, "2") }), /version serving now sends it to cell 2/);
     assert.equal(routingProblem({ expect: { listedCell: true, sameAsOld: true } }, got(200, "2"), { ...ctx, old: got(200, "2") }), null);
-    assert.match(routingProblem({ expect: { registry: true } }, got(200, null, false), { cellHeader: "", cells: [] }), /no registry answered/);
-    assert.equal(routingProblem({ expect: { registry: true } }, got(401, null, true), { cellHeader: "", cells: [] }), null);
+    // an old version that names nothing (from before the router named routes) is not compared
+    assert.equal(routingProblem({ expect: { listedCell: true, sameAsOld: true } }, got(200, "2"), { ...ctx, old: got(200, null, { namedBy: null }) }), null);
+    // the router named nothing: the smoke-test secret did not open it
+    assert.match(routingProblem({ expect: { cell: 2 } }, got(200, null, { namedBy: null }), ctx), /the router named no route .*GITLAB_SMOKE_TEST_SECRET/);
+    // a cell header: the cell must name itself, and the cell the router named
+    const withHeader = { cellHeader: "x-cell", cells };
+    assert.equal(routingProblem({ expect: { cell: 2 } }, { ...got(200, "2"), selfNamed: "2" }, withHeader), null);
+    assert.match(routingProblem({ expect: { cell: 2 } }, { ...got(200, "2"), selfNamed: "1" }, withHeader), /the router sent it to cell 2 \(cell-2:443\), but cell 1 answered/);
+    assert.match(routingProblem({ expect: { cell: 2 } }, { ...got(200, "2"), selfNamed: null }, withHeader), /without x-cell: no cell named itself \(expected cell 2\)/);
+    assert.equal(routingProblem({ expect: { cell: 2 } }, { ...got(200, "2", { namedBy: "cell", rule: null, upstream: null }), selfNamed: "2" }, withHeader), null);
+    assert.match(routingProblem({ expect: { registry: true } }, got(200, null, { namedBy: null }), { cellHeader: "", cells: [] }), /no registry answered/);
+    assert.equal(routingProblem({ expect: { registry: true } }, got(401, null, { namedBy: null, registry: true }), { cellHeader: "", cells: [] }), null);
   });
 });
 

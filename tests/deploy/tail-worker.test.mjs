@@ -1,4 +1,4 @@
-// The tail worker (tail-worker/; docs/operations.md, "Errors to Sentry: the
+// The tail worker (tail-worker/; docs/logging.md, "Errors to Sentry: the
 // tail worker") deployed with the router by deploy-worker.sh: the real
 // script and the pinned wrangler against the Cloudflare API stand-in. The
 // tail worker goes first (`wrangler deploy --config tail-worker/wrangler.toml

@@ -1,4 +1,4 @@
-// The tail worker (tail-worker/; docs/operations.md, "Errors to Sentry: the
+// The tail worker (tail-worker/; docs/logging.md, "Errors to Sentry: the
 // tail worker") in workerd: the real built router with the tail worker as
 // its tail consumer (Miniflare's `tails`), sending to a Sentry stand-in, a
 // real HTTP server on loopback that records every envelope. The router

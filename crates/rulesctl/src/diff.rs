@@ -1,6 +1,8 @@
 //! `rulesctl diff`: what changes for a set of requests when one ruleset
 //! replaces another.
 
+use router_core::select::shadow;
+
 use crate::cli::{Failure, Outcome};
 use crate::decision::{json_str, View};
 use crate::out;
@@ -23,7 +25,11 @@ Text output: one line per changed request,
 then `N requests, M changed, K unchanged` and the count of each transition.
 --json prints {\"old\", \"new\", \"requests\", \"changed\", \"unchanged\",
 \"transitions\": [{\"old\", \"new\", \"count\"}], \"changes\": [{\"line\", \"method\",
-\"url\", \"old\", \"new\"}]} where old/new of a change are explain's objects.
+\"url\", \"difference\", \"old\", \"new\"}]} where old/new of a change are explain's objects
+and difference is what the worker's shadow evaluation (OLD active, NEW as
+GITLAB_SHADOW_RULES_CONFIG) reports for that request: rule, action,
+claim_type, claim_value, proxy or reject (null: only a flag that matters
+after the Topology Service answers differs).
 
 exit: 0 (also when decisions change), 1 bad ruleset or requests file, 2 usage")]
 pub struct Args {
@@ -51,6 +57,10 @@ struct Change {
     spec: RequestSpec,
     old: View,
     new: View,
+    /// What the worker's shadow evaluation would report for it, with OLD
+    /// active and NEW the shadow (`router_core::select::shadow`); `None`:
+    /// only flags that matter after the service answers differ.
+    difference: Option<&'static str>,
 }
 
 pub fn run(args: Args) -> Outcome<i32> {
@@ -80,16 +90,16 @@ pub fn run(args: Args) -> Outcome<i32> {
             }
         };
         total += 1;
-        let (before, after) = (
-            View::decide(&old.ruleset, &parts),
-            View::decide(&new.ruleset, &parts),
-        );
+        let (old_decision, new_decision) = (old.ruleset.decide(&parts), new.ruleset.decide(&parts));
+        let difference = shadow::difference(&old_decision, &new_decision).map(|d| d.name());
+        let (before, after) = (View::from(old_decision), View::from(new_decision));
         if before != after {
             changes.push(Change {
                 line: number,
                 spec,
                 old: before,
                 new: after,
+                difference,
             });
         }
     }
@@ -179,10 +189,11 @@ fn json_report(
         .iter()
         .map(|c| {
             format!(
-                "{{\"line\":{},\"method\":{},\"url\":{},\"old\":{},\"new\":{}}}",
+                "{{\"line\":{},\"method\":{},\"url\":{},\"difference\":{},\"old\":{},\"new\":{}}}",
                 c.line,
                 json_str(&c.spec.method.to_ascii_uppercase()),
                 json_str(&c.spec.url),
+                c.difference.map_or_else(|| "null".to_string(), json_str),
                 c.old.to_json(),
                 c.new.to_json()
             )

@@ -22,6 +22,7 @@ mod route_lookup;
 mod route_template;
 mod routes_check;
 mod rules;
+mod shadow;
 mod signature;
 mod snapshot;
 mod token;
@@ -64,6 +65,8 @@ enum Command {
     Config(config::Command),
     #[command(subcommand)]
     Health(health::Command),
+    #[command(subcommand)]
+    Shadow(shadow::Command),
 }
 
 fn main() {
@@ -95,6 +98,7 @@ fn run(command: Command) -> cli::Outcome<i32> {
         Command::Control(command) => control::run(command),
         Command::Config(command) => config::run(command),
         Command::Health(command) => health::run(command),
+        Command::Shadow(command) => shadow::run(command),
     }
 }
 

@@ -13,6 +13,7 @@ mod model;
 mod pattern;
 pub mod reserved;
 mod rollout;
+pub mod shadow;
 mod spec;
 pub mod template;
 pub mod transform;
