@@ -23,7 +23,8 @@
 use wasm_bindgen::prelude::*;
 use worker::Env;
 
-use crate::{held_lines, isolate};
+use crate::held_lines;
+use crate::isolate::Isolate;
 
 /// Makes the isolate's state (what `routerSetup` would do on the first
 /// request), holding the lines that writes for the first invocation
@@ -31,5 +32,5 @@ use crate::{held_lines, isolate};
 #[wasm_bindgen(js_name = routerStart)]
 pub fn router_start(env: Env) {
     held_lines::hold();
-    let _ = isolate(&env);
+    let _ = Isolate::get_or_make(&env);
 }

@@ -288,7 +288,7 @@ fn router_setup_gives_the_header_names_no_key_the_failure_answer_and_the_answere
             &Array::of3(&wasm_bindgen::memory(), &address.into(), &count.into()),
         )
         .unwrap();
-    let iso = crate::made_isolate().expect("made by routerSetup");
+    let iso = crate::isolate::Isolate::made().expect("made by routerSetup");
     let health = iso.state.health.borrow();
     for i in 0..count {
         assert_eq!(health.answered_ms(i), 1000 * (i as u64 + 1), "slot {i}");
@@ -297,7 +297,10 @@ fn router_setup_gives_the_header_names_no_key_the_failure_answer_and_the_answere
     drop(health);
     let again = setup();
     assert_eq!(again.get(3).as_f64(), first.get(3).as_f64());
-    assert!(std::rc::Rc::ptr_eq(&iso, &crate::made_isolate().unwrap()));
+    assert!(std::rc::Rc::ptr_eq(
+        &iso,
+        &crate::isolate::Isolate::made().unwrap()
+    ));
 }
 
 #[wasm_bindgen_test]

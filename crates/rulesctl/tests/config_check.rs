@@ -202,3 +202,23 @@ fn an_unknown_environment_or_secret_is_a_usage_error() {
     let run = check(&["--config", file]);
     assert_eq!(run.code, 2, "--env is required");
 }
+
+/// `rulesctl config table` prints README.md's settings table, the one
+/// between its markers.
+#[test]
+fn config_table_prints_the_readme_table() {
+    let output = Command::new(env!("CARGO_BIN_EXE_rulesctl"))
+        .args(["config", "table"])
+        .output()
+        .expect("run rulesctl");
+    assert_eq!(output.status.code(), Some(0));
+    let table = String::from_utf8(output.stdout).expect("utf-8");
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let between = readme
+        .split_once("<!-- settings: begin -->\n")
+        .and_then(|(_, rest)| rest.split_once("<!-- settings: end -->"))
+        .map(|(table, _)| table)
+        .expect("README.md's settings markers");
+    assert_eq!(table, between);
+    assert!(table.contains("| `GITLAB_PROXY_HOST` |"), "{table}");
+}
