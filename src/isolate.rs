@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use router_core::config::Config;
 use router_core::control::{Control, Mode, ReadOutcome};
-use router_core::forward::Router;
+use router_core::forward::IsolateView;
 use router_core::isolate::IsolateState;
 use router_core::log::RequestLogging;
 use router_core::platform::Platform;
@@ -198,9 +198,9 @@ impl Isolate {
 
     /// The forward phase's view of the isolate, as the control document
     /// stands now.
-    pub fn router(&self) -> Router<'_> {
+    pub fn forward_view(&self) -> IsolateView<'_> {
         self.state
-            .router(self.request_logging(), self.passthrough())
+            .forward_view(self.request_logging(), self.passthrough())
     }
 
     /// Whether the scheduled probe's record is due for a read at `now_ms`

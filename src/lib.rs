@@ -215,9 +215,9 @@ pub fn cell_outcome(circuit: usize, flags: u32, status: u16, sent_ms: f64, retry
     };
     let now = clock::now_ms();
     let sent = sent_ms.max(0.0) as u64;
-    let router = iso.router();
+    let view = iso.forward_view();
     let change =
-        forward::build::report_outcome(&router, circuit, flags, status, sent, retry_after, now);
+        forward::build::report_outcome(&view, circuit, flags, status, sent, retry_after, now);
     if let Some(message) = change {
         log::warn("cell-health", &message);
     }
@@ -349,12 +349,12 @@ fn route_sync_parts(iso: &Isolate, url: &str, method: &str, headers: &str) -> Op
             return None;
         }
     }
-    let router = iso.router();
-    let Some(rules) = state.ruleset.as_ref().filter(|_| !router.passthrough) else {
-        return Some(forward::plan(&router, &JsPlatform, &incoming, None).encode());
+    let view = iso.forward_view();
+    let Some(rules) = state.ruleset.as_ref().filter(|_| !view.passthrough) else {
+        return Some(forward::plan(&view, &JsPlatform, &incoming, None).encode());
     };
     match route::route_from_memory(rules, iso.resolver.as_ref(), &incoming.parts) {
-        Ok(routed) => Some(forward::plan(&router, &JsPlatform, &incoming, Some(&routed)).encode()),
+        Ok(routed) => Some(forward::plan(&view, &JsPlatform, &incoming, Some(&routed)).encode()),
         Err(pending) => {
             PENDING.with(|p| *p.borrow_mut() = Some((url.to_string(), incoming, pending)));
             None
@@ -436,7 +436,7 @@ pub async fn route_async(
             let _ = ctx.wait_until(&write);
         }
     }
-    forward::plan(&iso.router(), &JsPlatform, &incoming, routed.as_ref()).encode()
+    forward::plan(&iso.forward_view(), &JsPlatform, &incoming, routed.as_ref()).encode()
 }
 
 /// The edge's pure parts, natively: settings to isolate state, and the

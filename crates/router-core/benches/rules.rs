@@ -343,7 +343,7 @@ fn mix_cell_health(bencher: Bencher) {
 /// time / 1000.
 #[divan::bench(counter = divan::counter::ItemsCount::new(MIX_LEN))]
 fn mix_parts_and_log_line(bencher: Bencher) {
-    use router_core::log::RequestLog;
+    use router_core::log::{ChosenBy, RequestAction, RequestLog};
     let rules = ruleset();
     let urls: Vec<(String, String)> = mix(&rules)
         .iter()
@@ -368,9 +368,9 @@ fn mix_parts_and_log_line(bencher: Bencher) {
                 method: &parts.method,
                 path: &parts.path,
                 rule: Some("session_cookie"),
-                action: "classify",
+                action: RequestAction::Classify,
                 upstream: Some("cell-3.cells.gitlab.net".to_string()),
-                chosen_by: Some("cache"),
+                chosen_by: Some(ChosenBy::Cache),
                 request_id: "0f1e2d3c-4b5a-4697-8877-665544332211",
                 traceparent: trace,
                 ..Default::default()

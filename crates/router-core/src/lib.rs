@@ -60,6 +60,10 @@ pub mod config;
 pub mod control;
 pub mod isolate;
 
+// The fakes the tests share (the `testutil` feature: integration tests).
+#[cfg(any(test, feature = "testutil"))]
+pub mod testutil;
+
 pub use decision::{Action, Decision};
 pub use error::{RouterError, RulesetError};
 pub use question::{ClassifyKind, ClassifyRequest, Target};

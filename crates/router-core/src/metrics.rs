@@ -30,9 +30,9 @@ fields! {
     /// every request of an isolate ([`isolate_items`]).
     ENVIRONMENT, VERSION => out.push_str(isolate);
     RULE => push_clean(out, log.rule.unwrap_or_default());
-    ACTION => push_clean(out, log.mode.unwrap_or(log.action));
+    ACTION => push_clean(out, log.mode.map_or(log.action.name(), |mode| mode.name()));
     CLAIM_TYPE => push_clean(out, log.classify_type.unwrap_or_default());
-    CHOSEN_BY => push_clean(out, log.chosen_by.unwrap_or_default());
+    CHOSEN_BY => push_clean(out, log.chosen_by.map_or("", |c| c.name()));
     CACHE => push_clean(out, log.cache.map_or("", |c| c.log_name()));
     /// Also the point's index: sampling keeps each cell's share.
     CELL => if let Some(cell) = log.cell {
@@ -52,7 +52,7 @@ pub const DOUBLES_FROM: usize = item::SERVICE_MS;
 
 /// The point's first two items (environment and version, `GITLAB_ENVIRONMENT`
 /// and the isolate's Worker version), the same for every request of an
-/// isolate: made once ([`crate::forward::Router::metrics`]) and copied
+/// isolate: made once ([`crate::forward::IsolateView::metrics`]) and copied
 /// into each point.
 pub fn isolate_items(environment: &str, version: Option<&str>) -> String {
     let mut out = String::with_capacity(environment.len() + 40);
@@ -85,7 +85,7 @@ fn push_clean(out: &mut String, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::CacheLevel;
+    use crate::log::{CacheLevel, ChosenBy, Mode, RequestAction};
 
     #[test]
     fn a_point_holds_what_the_log_record_says_in_column_order() {
@@ -94,14 +94,14 @@ mod tests {
             method: "GET",
             path: "/secret-path?private_token=x",
             rule: Some("session"),
-            action: "classify",
+            action: RequestAction::Classify,
             classify_type: Some("SESSION_PREFIX"),
             cache: Some(CacheLevel::Service),
             service_ms: Some(12),
             attempts: Some(2),
             fell_through: vec!["a", "b"],
             cell: Some(3),
-            chosen_by: Some("service"),
+            chosen_by: Some(ChosenBy::Service),
             version: Some("v-1"),
             error_kind: Some("topology_timeout"),
             ..Default::default()
@@ -132,8 +132,8 @@ mod tests {
     #[test]
     fn absent_values_are_empty_blobs_and_zero_doubles_and_passthrough_is_the_action() {
         let log = RequestLog {
-            action: "proxy",
-            mode: Some("passthrough"),
+            action: RequestAction::Proxy,
+            mode: Some(Mode::Passthrough),
             rule: Some("odd\u{0}id\u{1}é"),
             ..Default::default()
         };

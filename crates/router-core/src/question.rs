@@ -3,6 +3,7 @@
 use crate::json::PushAscii;
 use sha2::{Digest, Sha256};
 
+use crate::error::Service;
 use crate::json::push_quoted;
 
 /// Claim types the Topology Service knows, as `(UPPER_SNAKE, camelCase)`:
@@ -82,6 +83,15 @@ impl ClassifyKind {
             ClassifyKind::CellId => "CELL_ID",
             ClassifyKind::Claim(i) => claim_names(i).0,
             ClassifyKind::Learn => "LEARN",
+        }
+    }
+
+    /// The service asked for this kind: a cell's learn endpoint for a
+    /// learn question, else the Topology Service.
+    pub fn service(self) -> Service {
+        match self {
+            ClassifyKind::Learn => Service::Learn,
+            _ => Service::Topology,
         }
     }
 

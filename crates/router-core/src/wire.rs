@@ -695,8 +695,8 @@ mod tests {
                 point: crate::metrics::point(
                     &crate::metrics::isolate_items("staging", Some("v")),
                     &crate::log::RequestLog {
-                        action: "proxy",
-                        chosen_by: Some("legacy"),
+                        action: crate::log::RequestAction::Proxy,
+                        chosen_by: Some(crate::log::ChosenBy::Legacy),
                         ..Default::default()
                     },
                 ),

@@ -257,22 +257,6 @@ fn a_clients_forwarded_header_is_not_forwarded() {
 // ---------------------------------------------------------------------------
 // Fuzzing the whole request (`request` target): crashes found (docs/fuzzing.md).
 
-/// Time and randomness for a plan: a fixed clock and CSPRNG bytes of 0xab.
-struct FixedPlatform;
-
-impl router_core::platform::Platform for FixedPlatform {
-    fn now_ms(&self) -> u64 {
-        1_700_000_000_000
-    }
-    fn random(&self) -> f64 {
-        0.5
-    }
-    fn random_bytes(&self, out: &mut [u8]) {
-        out.fill(0xab);
-    }
-    async fn sleep(&self, _: u32) {}
-}
-
 /// The plan an isolate with a legacy cell and no ruleset makes for `url`, encoded; `None`
 /// when the URL is refused.
 fn legacy_plan(url: &str, headers: &[(&str, &str)]) -> Option<String> {
@@ -283,13 +267,14 @@ fn legacy_plan(url: &str, headers: &[(&str, &str)]) -> Option<String> {
         (name == "GITLAB_PROXY_HOST").then(|| "legacy.example:8080".to_string())
     });
     let state = IsolateState::new(config, None);
+    let platform = router_core::testutil::FakePlatform::at(1_700_000_000_000);
     let mut incoming = Incoming::parse(url, "GET".to_string())?;
     for (name, value) in headers {
         incoming.parts.add_header(name, value);
     }
-    incoming.trace_from_headers(&FixedPlatform);
-    let router = state.router(state.config.request_logging, false);
-    let plan = forward::plan(&router, &FixedPlatform, &incoming, None);
+    incoming.trace_from_headers(&platform);
+    let view = state.forward_view(state.config.request_logging, false);
+    let plan = forward::plan(&view, &platform, &incoming, None);
     let encoded = plan.encode();
     assert_eq!(
         router_core::wire::Plan::decode(&encoded).as_ref(),

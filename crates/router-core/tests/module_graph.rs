@@ -30,6 +30,7 @@ const PHASES: &[(&str, &[&str])] = &[
     ("route", &["route"]),
     ("forward", &["forward"]),
     ("isolate", &["config", "control", "isolate"]),
+    ("tests", &["testutil"]),
 ];
 
 type Module = Vec<String>;

@@ -279,9 +279,9 @@ impl World {
     /// Routes `incoming` as the edge does: `routeSync` from the memory cache, and on a miss
     /// `routeAsync` from where it stopped; returns the plan encoded, after checking it.
     pub fn route(&self, incoming: &Incoming) -> String {
-        let router = self
+        let view = self
             .state
-            .router(self.state.config.request_logging, self.passthrough.get());
+            .forward_view(self.state.config.request_logging, self.passthrough.get());
         let rules = self
             .state
             .ruleset
@@ -305,7 +305,7 @@ impl World {
                 }
             }
         });
-        let plan = forward::plan(&router, &self.clock, incoming, routed.as_ref());
+        let plan = forward::plan(&view, &self.clock, incoming, routed.as_ref());
         check_plan(&plan, incoming)
     }
 }
