@@ -156,11 +156,11 @@ pub fn router_setup(env: Env) -> js_sys::Array {
 }
 
 /// Every position, code and name the entry reads plans and writes its
-/// input with (`router_core::wire::LAYOUT`, JSON): asked once, when the
+/// input with (`router_core::wire::layout`, JSON): asked once, when the
 /// entry's module is loaded.
 #[wasm_bindgen(js_name = wireLayout)]
 pub fn wire_layout() -> String {
-    wire::LAYOUT.to_string()
+    wire::layout()
 }
 
 /// What the entry does with a client header named `name` (lower case),
@@ -205,11 +205,11 @@ pub fn internal_error(message: &str) -> String {
 /// plan's report fields): a fetch that threw (`cells::circuit::FETCH_FAILED`),
 /// response headers that did not come in time (`NO_HEADERS`), or a status
 /// the plan asked to hear of, `retry_after` telling whether the response
-/// carries `Retry-After`; `flags` as the plan gave them, `sent_ms` when the
+/// carries `Retry-After`; `flags` as the plan gave them (`wire::flag`), `sent_ms` when the
 /// request was sent. Feeds the address's circuit; a circuit that opens or
 /// closes is logged.
 #[wasm_bindgen(js_name = cellOutcome)]
-pub fn cell_outcome(circuit: usize, flags: &str, status: u16, sent_ms: f64, retry_after: bool) {
+pub fn cell_outcome(circuit: usize, flags: u32, status: u16, sent_ms: f64, retry_after: bool) {
     let Some(iso) = Isolate::made() else {
         return;
     };

@@ -9,7 +9,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
-use router_core::wire::{self, field, NOT_ROUTED, PLAN_TOO_LONG};
+use router_core::wire::{self, forward, head, NOT_ROUTED, PLAN_TOO_LONG};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::wasm_bindgen_test;
 use worker::Env;
@@ -240,8 +240,11 @@ fn route_sync_reads_the_input_the_entry_wrote_and_writes_the_plan_over_it() {
     assert!(length > 0, "routed at once: {length}");
     let plan = read_plan(buffer.0, length as usize);
     let f = fields(&plan);
-    assert_eq!(f[field::KIND], wire::KIND_FORWARD);
-    assert_eq!(f[field::URL], "http://legacy.example:8080/explore/projects");
+    assert_eq!(f[head::KIND], wire::KIND_FORWARD);
+    assert_eq!(
+        f[forward::URL],
+        "http://legacy.example:8080/explore/projects"
+    );
     assert!(crate::take_plan().is_none(), "nothing left over");
 
     // A buffer grown for a longer request: a new address, and the same plan
@@ -253,7 +256,7 @@ fn route_sync_reads_the_input_the_entry_wrote_and_writes_the_plan_over_it() {
     let length = crate::route_sync(len);
     assert!(length > 0);
     let plan = read_plan(buffer.0, length as usize);
-    assert!(fields(&plan)[field::URL].ends_with(&"a".repeat(5000)));
+    assert!(fields(&plan)[forward::URL].ends_with(&"a".repeat(5000)));
 }
 
 #[wasm_bindgen_test]
@@ -306,8 +309,8 @@ fn a_plan_longer_than_the_buffer_is_taken_whole_once() {
     let plan = crate::take_plan().expect("the long plan");
     assert!(plan.len() > text.len());
     let f = fields(&plan);
-    assert_eq!(f[field::KIND], wire::KIND_FORWARD);
-    assert_eq!(f[field::URL], "http://legacy.example:8080/explore");
+    assert_eq!(f[head::KIND], wire::KIND_FORWARD);
+    assert_eq!(f[forward::URL], "http://legacy.example:8080/explore");
     assert!(crate::take_plan().is_none(), "taken once");
     // The entry's own buffer again: it fits.
     let mut buffer = (0, 0);
@@ -316,8 +319,8 @@ fn a_plan_longer_than_the_buffer_is_taken_whole_once() {
     assert_eq!(
         read_plan(buffer.0, length as usize)
             .split(wire::FIELD)
-            .nth(field::URL),
-        Some(f[field::URL])
+            .nth(forward::URL),
+        Some(f[forward::URL])
     );
 }
 
@@ -374,7 +377,7 @@ async fn a_request_route_sync_stopped_is_routed_on_by_route_async_and_a_stale_on
     let plan = route_async(other, "GET", Some(headers)).await;
     assert!(pending_url().is_none());
     assert_eq!(
-        fields(&plan)[field::URL],
+        fields(&plan)[forward::URL],
         "http://legacy.example:8080/explore"
     );
 }

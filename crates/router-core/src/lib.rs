@@ -35,6 +35,7 @@
 pub mod address;
 pub mod decision;
 pub mod error;
+mod fields;
 pub mod hex;
 pub mod input;
 pub mod json;

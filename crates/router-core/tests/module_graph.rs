@@ -21,8 +21,8 @@ const PHASES: &[(&str, &[&str])] = &[
     (
         "leaf",
         &[
-            "address", "decision", "error", "hex", "input", "json", "log", "metrics", "platform",
-            "question", "request", "trace", "wire",
+            "address", "decision", "error", "fields", "hex", "input", "json", "log", "metrics",
+            "platform", "question", "request", "trace", "wire",
         ],
     ),
     ("select", &["select"]),

@@ -358,7 +358,7 @@ pub fn check_plan(plan: &Plan, incoming: &Incoming) -> String {
     if !point.is_empty() {
         assert_eq!(
             point.split(FIELD).count(),
-            router_core::wire::field::POINT_FIELDS,
+            router_core::metrics::item::END,
             "{point:?}"
         );
         assert!(!point.contains(ITEM), "{point:?}");

@@ -17,6 +17,7 @@ use crate::resolve::cells::CellHealth;
 use crate::route::Routed;
 use crate::wire::{Answer, Forward, LogPlan, Plan};
 
+use super::headers::{self, SMOKE_TEST_HEADER};
 use super::incoming::Incoming;
 use super::settings::Settings;
 use super::upstream::{upstream_url, AllowList};
@@ -170,6 +171,15 @@ fn forward<'a, P: Platform>(
         not_found_deadline_ms,
         report,
         body: ctx.body,
+        response_set: headers::route_names(
+            headers::is_smoke_test(
+                ctx.incoming.parts.header(SMOKE_TEST_HEADER),
+                view.settings.smoke_test_secret,
+            ),
+            log.rule,
+            log.cell,
+            ctx.address(),
+        ),
     })
 }
 

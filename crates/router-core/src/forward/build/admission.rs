@@ -81,7 +81,7 @@ pub(super) fn admit<P: Platform>(
 pub fn report_outcome(
     view: &IsolateView,
     circuit: usize,
-    flags: &str,
+    flags: u32,
     status: u16,
     sent_ms: u64,
     retry_after: bool,

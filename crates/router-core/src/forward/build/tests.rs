@@ -685,6 +685,64 @@ fn a_version_override_needs_the_smoke_test_secret() {
 }
 
 #[test]
+fn a_smoke_test_is_told_its_route_and_no_other_request_is() {
+    let (iso, _) = isolate_with(&[CELLS, &[("GITLAB_SMOKE_TEST_SECRET", "s3cret")]].concat());
+    let route = |path: &str, headers: &[(&str, &str)]| {
+        let req = incoming(&iso, &format!("https://gitlab.com{path}"), headers);
+        let f = forward_of(plan(&iso, &req, Some(&service_down(&iso, &req))));
+        f.response_set
+            .iter()
+            .map(|(n, v)| format!("{n}: {v}"))
+            .collect::<Vec<_>>()
+    };
+    let cookie = format!("_gitlab_session=cell-2-{}", "0a".repeat(16));
+    let smoke = ("x-gitlab-http-router-smoke-test", "s3cret");
+    assert_eq!(
+        route("/dashboard", &[("cookie", &cookie), smoke]),
+        [
+            "x-gitlab-http-router-route-rule: session_cookie",
+            "x-gitlab-http-router-route-cell: 2",
+            "x-gitlab-http-router-route-upstream: cell2.example"
+        ]
+    );
+    assert_eq!(
+        route("/explore", &[smoke]),
+        [
+            "x-gitlab-http-router-route-rule: legacy",
+            "x-gitlab-http-router-route-cell: 1",
+            "x-gitlab-http-router-route-upstream: legacy.example:8080"
+        ]
+    );
+    for headers in [
+        &[("cookie", cookie.as_str())][..],
+        &[
+            ("cookie", &cookie),
+            ("x-gitlab-http-router-smoke-test", "guess"),
+        ],
+        &[("cookie", &cookie), ("x-gitlab-http-router-smoke-test", "")],
+    ] {
+        assert!(route("/dashboard", headers).is_empty(), "{headers:?}");
+    }
+    let (no_secret, _) = isolate_with(CELLS);
+    let req = incoming(&no_secret, "https://gitlab.com/dashboard", &[smoke]);
+    let f = forward_of(plan(&no_secret, &req, Some(&decided(&no_secret, &req))));
+    assert!(f.response_set.is_empty(), "no secret configured");
+}
+
+#[test]
+fn a_route_header_value_is_visible_ascii() {
+    let names = headers::route_names(
+        true,
+        Some(" odd\u{0}rule\r\nid é "),
+        Some(3),
+        "cell3.example",
+    );
+    assert_eq!(names[0].1, "oddruleid");
+    assert_eq!(names[1].1, "3");
+    assert_eq!(names[2].1, "cell3.example");
+}
+
+#[test]
 fn tracestate_is_set_only_with_the_clients_own_traceparent() {
     let (iso, _) = isolate_with(LEGACY);
     let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
