@@ -164,6 +164,31 @@ describe("routing checks and the metrics comparison through the real router", { 
     assert.ok(cell2.seen.every((q) => !String(q.headers.cookie ?? "").includes("cell-2-")));
   });
 
+  test("cells that do not name themselves: the router names each route to the smoke-test secret, a healthy rollout passes and a broken classification is stopped", async (t) => {
+    const healthySetup = await setup(t, { cellHeader: false });
+    healthySetup.api.setMetrics(DATASET, () => healthy);
+    const ok = await runDeploy([ENV], healthySetup.env({ ROLLOUT_PERCENTAGES: "100" }));
+    assert.equal(ok.code, 0, explain(ok));
+    const smoke = healthySetup.record().steps[0].health.routing.checks;
+    const byName = Object.fromEntries(smoke.map((c) => [c.name.split(" (")[0].split(":")[0], c.new]));
+    const { cell1, cell2 } = healthySetup;
+    assert.deepEqual(byName["session of cell 2"], { status: 200, namedBy: "router", cell: "2", rule: "session_cookie", upstream: `127.0.0.1:${cell2.port}`, registry: false });
+    assert.deepEqual([byName["routable token of cell 1"].cell, byName["routable token of cell 1"].rule], ["1", "private_token"]);
+    assert.deepEqual([byName["legacy fallthrough"].rule, byName["legacy fallthrough"].upstream], ["legacy", `127.0.0.1:${cell1.port}`]);
+    assert.match(ok.stderr, /routing check: session of cell 2: 200 from cell 2 \(rule session_cookie, 127\.0\.0\.1:\d+\)/);
+    // the router drops the secret before the cell, and names routes to nobody else
+    assert.ok([...cell1.seen, ...cell2.seen].every((q) => q.headers["x-gitlab-http-router-smoke-test"] === undefined));
+
+    const { api, project, env, oldVersion } = await setup(t, { cellHeader: false });
+    api.setMetrics(DATASET, () => healthy);
+    setStagingVars(project.config, { GITLAB_RULES_CONFIG: "firstcell" });
+    const r = await runDeploy([ENV], env({ ROLLOUT_PERCENTAGES: "50 100" }));
+    assert.equal(r.code, 1, explain(r));
+    const newVersion = newestVersion(api);
+    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [oldVersion]: 100 }]);
+    assert.match(r.stderr, /SMOKE TEST FAILED before any traffic was shifted \(routing checks? failed: session of cell 2: reached cell 1 \(127\.0\.0\.1:\d+\), expected cell 2/);
+  });
+
   test("a new version whose 5xx ratio grows past the old's at 50 % is rolled back at 50 %", async (t) => {
     const { api, record, env, oldVersion } = await setup(t);
     api.setMetrics(DATASET, ({ tag, percentage }) => (tag === TAG ? (percentage >= 50 ? { requests: 2000, errors: 120, p99_ms: 185 } : { requests: 400, errors: 0, p99_ms: 175 }) : healthy));
