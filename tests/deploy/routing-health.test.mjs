@@ -113,6 +113,25 @@ const split = (versions) => Object.fromEntries(versions.map((v) => [v.version_id
 const newestVersion = (api) => api.scripts.get(NAME).versions[0].id;
 const healthy = { requests: 4000, errors: 4, p99_ms: 180 };
 
+/**
+ * A rollout of a broken version (its ruleset classifies everything to the
+ * first, legacy, cell): stopped at the smoke test by the routing checks,
+ * nothing shifted. Resolves setup's parts.
+ */
+async function deployBroken(t, options) {
+  const parts = await setup(t, options);
+  const { api, project, env, oldVersion } = parts;
+  api.setMetrics(DATASET, () => healthy);
+  setStagingVars(project.config, { GITLAB_RULES_CONFIG: "firstcell" });
+  const r = await runDeploy([ENV], env({ ROLLOUT_PERCENTAGES: "50 100" }));
+  assert.equal(r.code, 1, explain(r));
+  const newVersion = newestVersion(api);
+  assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [oldVersion]: 100 }]);
+  // the router names the upstream it sent the session to: cell 1's address
+  assert.match(r.stderr, /SMOKE TEST FAILED before any traffic was shifted \(routing checks? failed: session of cell 2: reached cell 1 \(127\.0\.0\.1:\d+\), expected cell 2/);
+  return parts;
+}
+
 describe("routing checks and the metrics comparison through the real router", { concurrency: 1 }, () => {
   test("a healthy rollout passes: every family reaches its cell at every step, the metrics compare", async (t) => {
     const { api, edge, record, env, oldVersion } = await setup(t);
@@ -146,15 +165,7 @@ describe("routing checks and the metrics comparison through the real router", { 
   });
 
   test("a new version whose classification sends every session to the legacy cell is stopped by the routing checks, never promoted", async (t) => {
-    const { api, project, record, env, oldVersion, cell2 } = await setup(t);
-    api.setMetrics(DATASET, () => healthy);
-    // The broken version: its ruleset classifies everything to the first (legacy) cell.
-    setStagingVars(project.config, { GITLAB_RULES_CONFIG: "firstcell" });
-    const r = await runDeploy([ENV], env({ ROLLOUT_PERCENTAGES: "50 100" }));
-    assert.equal(r.code, 1, explain(r));
-    const newVersion = newestVersion(api);
-    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [oldVersion]: 100 }]);
-    assert.match(r.stderr, /SMOKE TEST FAILED before any traffic was shifted \(routing checks? failed: session of cell 2: reached cell 1( \([^)]*\))?, expected cell 2/);
+    const { record, cell2 } = await deployBroken(t);
     const rec = record();
     assert.equal(rec.outcome, "rolled-back");
     assert.deepEqual(rec.steps.map((s) => [s.percentage, s.health.ok]), [[0, false]]);
@@ -179,14 +190,7 @@ describe("routing checks and the metrics comparison through the real router", { 
     // the router drops the secret before the cell, and names routes to nobody else
     assert.ok([...cell1.seen, ...cell2.seen].every((q) => q.headers["x-gitlab-http-router-smoke-test"] === undefined));
 
-    const { api, project, env, oldVersion } = await setup(t, { cellHeader: false });
-    api.setMetrics(DATASET, () => healthy);
-    setStagingVars(project.config, { GITLAB_RULES_CONFIG: "firstcell" });
-    const r = await runDeploy([ENV], env({ ROLLOUT_PERCENTAGES: "50 100" }));
-    assert.equal(r.code, 1, explain(r));
-    const newVersion = newestVersion(api);
-    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [oldVersion]: 100 }]);
-    assert.match(r.stderr, /SMOKE TEST FAILED before any traffic was shifted \(routing checks? failed: session of cell 2: reached cell 1 \(127\.0\.0\.1:\d+\), expected cell 2/);
+    await deployBroken(t, { cellHeader: false });
   });
 
   test("a new version whose 5xx ratio grows past the old's at 50 % is rolled back at 50 %", async (t) => {
