@@ -545,6 +545,12 @@ fn diff_json_report() {
     );
     let changes = v["changes"].as_array().unwrap();
     assert_eq!(changes.len(), 3);
+    // what the worker's shadow evaluation reports for each (OLD active, NEW shadow)
+    let differences: Vec<&Value> = changes.iter().map(|c| &c["difference"]).collect();
+    assert_eq!(
+        differences,
+        [&json!("rule"), &json!("claim_type"), &json!("rule")]
+    );
     assert_eq!(changes[1]["line"], 5);
     assert_eq!(changes[1]["method"], "GET");
     assert_eq!(
@@ -1636,4 +1642,37 @@ fn control_asks_on_a_terminal_before_a_remote_write() {
     assert!(out.contains("written (mode=passthrough"), "{out}");
     let stored: Value = serde_json::from_str(&kv.stored()).expect("JSON");
     assert_eq!(stored["mode"], "passthrough");
+}
+
+/// `rulesctl shadow report` over an export holding the router's shadow
+/// lines in each of the shapes Workers Logs exports them, and other lines.
+#[test]
+fn shadow_report_summarises_an_export_by_rule_pair() {
+    let t = Temp::new();
+    let line = |active: &str, shadow: &str, path: &str| {
+        json!({"level": "info", "scope": "shadow", "difference": "rule", "method": "GET", "path": path,
+               "active": {"rule": active, "action": "classify"}, "shadow": {"rule": shadow, "action": "proxy"}})
+    };
+    let export = [
+        line("session_cookie", "legacy", "/a").to_string(),
+        json!({"source": line("session_cookie", "legacy", "/b"), "$metadata": {"type": "cf-worker"}}).to_string(),
+        json!({"Logs": [{"Level": "log", "Message": [line("token", "legacy", "/c").to_string()]}]}).to_string(),
+        json!({"ruleset": "session_token", "path": "/d", "status": 200}).to_string(),
+    ]
+    .join("\n");
+    t.write("export.jsonl", &export);
+    let run = t.run(&["shadow", "report", "export.jsonl", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.json(),
+        json!({"lines": 4, "disagreements": 3, "pairs": [
+            {"rule": "session_cookie", "shadow_rule": "legacy", "difference": "rule", "count": 2, "examples": ["GET /a", "GET /b"]},
+            {"rule": "token", "shadow_rule": "legacy", "difference": "rule", "count": 1, "examples": ["GET /c"]},
+        ]})
+    );
+    let text = t.run(&["shadow", "report", "export.jsonl"]);
+    text.stdout_has("3 disagreements in 2 rule pairs, 4 lines read");
+    t.write("bad.jsonl", "{}\nnot json\n");
+    t.run(&["shadow", "report", "bad.jsonl"])
+        .assert_fails(1, "bad.jsonl:2: not JSON");
 }
