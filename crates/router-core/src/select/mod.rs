@@ -279,14 +279,17 @@ impl Ruleset {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut eval = Eval::default();
         // Rules whose path regexes the path cannot match are not evaluated.
+        // In order, as the rules are: the index only leaves gaps.
         let candidates = self.dispatch.candidates(&request.path);
         let mut value_too_long = None;
-        for (index, rule) in self.rules.iter().enumerate().skip(first) {
-            if !PathDispatch::reaches(candidates, index)
-                || self
-                    .disabled
-                    .get(index)
-                    .is_some_and(|d| d.load(std::sync::atomic::Ordering::Relaxed))
+        for index in candidates.from(first) {
+            let Some(rule) = self.rules.get(index) else {
+                break;
+            };
+            if self
+                .disabled
+                .get(index)
+                .is_some_and(|d| d.load(std::sync::atomic::Ordering::Relaxed))
             {
                 continue;
             }
