@@ -64,12 +64,10 @@ impl IsolateState {
                 allowed.allow_exact(address);
             }
         }
-        for cell in config.cells.cells() {
-            allowed.allow_exact(&cell.address);
-            if let Some(registry) = &cell.registry_address {
-                allowed.allow_exact(registry);
-            }
-        }
+        // Each checked as the list was read (`CellList::parse`).
+        let cells = config.cells.cells();
+        allowed.allow_validated(cells.iter().map(|c| c.address.as_str()));
+        allowed.allow_validated(cells.iter().filter_map(|c| c.registry_address.as_deref()));
         let rule_headers = match ruleset.as_ref().map(Ruleset::header_interest) {
             Some(HeaderInterest::All) => None,
             Some(HeaderInterest::Names(names)) => Some(names.clone()),
