@@ -27,6 +27,9 @@ fn main() {
         .map(|e| e.expect("readable rules entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
+    if std::env::var_os("CARGO_FEATURE_TEST_RULESETS").is_some() {
+        entries.extend(scale_rulesets());
+    }
     entries.sort();
 
     let mut failures = Vec::new();
@@ -78,13 +81,9 @@ fn main() {
                     format!("Some(&[{}])", ps.join(", "))
                 }
             };
-            let sequence = match facts.sequence {
-                None => "None".to_string(),
-                Some(code) => format!("Some(&{code:?})"),
-            };
             write!(
                 table,
-                "router_core::select::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, sequence: {sequence}, program: &{:?} }}, ",
+                "router_core::select::RegexFacts {{ source: {:?}, names: &{:?}, prefixes: {prefixes}, program: &{:?} }}, ",
                 facts.source, facts.names, facts.program
             )
             .unwrap();
@@ -100,6 +99,48 @@ fn main() {
     }
     let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("rulesets.rs");
     std::fs::write(out, table).expect("write rulesets.rs");
+}
+
+/// Rule counts of the scale rulesets (`cells_<count>`) a test build adds.
+const SCALE_RULE_COUNTS: &[usize] = &[50, 200];
+
+/// The benchmark's scale rulesets (docs/benchmark.md, "Scale"), written
+/// into OUT_DIR: `cells_<count>` is rules/cells.json with path rules put in
+/// front of its own until it has `count` rules. Each generated rule claims
+/// a path no request of the mix takes (`/api/v4/bench-family-<n>/<id>` or
+/// `/-/bench-<n>/<id>`), so the routing stays `cells`' and every request
+/// passes over all of them first.
+fn scale_rulesets() -> Vec<std::path::PathBuf> {
+    use serde_json::{json, Value};
+    let cells = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/cells.json");
+    let text = std::fs::read_to_string(&cells).expect("rules/cells.json");
+    let doc: Value = serde_json::from_str(&text).expect("rules/cells.json is JSON");
+    let own = doc["rules"]
+        .as_array()
+        .expect("rules/cells.json has rules")
+        .clone();
+    let dir = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("scale-rulesets");
+    std::fs::create_dir_all(&dir).expect("create scale-rulesets");
+    SCALE_RULE_COUNTS
+        .iter()
+        .map(|&count| {
+            let mut rules: Vec<Value> = (0..count.saturating_sub(own.len()))
+                .map(|n| {
+                    let prefix = if n % 2 == 0 { format!("/api/v4/bench-family-{n}") } else { format!("/-/bench-{n}") };
+                    json!({
+                        "id": format!("generated_path_{n}"),
+                        "match": { "type": "path", "regexValue": format!("^{prefix}/(?<project_id>[0-9]{{1,19}})(?:/|$)") },
+                        "action": "classify",
+                        "classify": { "type": "PROJECT_ID", "value": "${project_id}", "notFound": "next-rule" }
+                    })
+                })
+                .collect();
+            rules.extend(own.iter().cloned());
+            let path = dir.join(format!("cells_{count}.json"));
+            std::fs::write(&path, json!({ "rules": rules }).to_string()).expect("write a scale ruleset");
+            path
+        })
+        .collect()
 }
 
 /// `bytes` as a Rust byte string literal.

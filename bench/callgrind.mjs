@@ -57,7 +57,7 @@ exec ${vg.map(q).join(" ")} ${q(workerd)} "$@" < "$config" 2>>${q(dir)}/valgrind
 
 /**
  * Adds V8 flags to a workerd config (`Config.v8Flags`, pointer 2 of the
- * root struct, which Miniflare leaves empty): the list and its strings go
+ * root struct, which Miniflare leaves empty or null): the list and its strings go
  * in a new segment, reached by a far pointer, so nothing else moves.
  */
 export function patchV8Flags(buf, flags) {
@@ -73,7 +73,11 @@ export function patchV8Flags(buf, flags) {
   const ptrWords = Number((root >> 48n) & 0xffffn);
   if (ptrWords < 3) throw new Error("config: no v8Flags pointer in the root struct");
   const slot = seg0 + 8 * (1 + offset + dataWords + 2);
-  if (buf.readBigUInt64LE(slot) !== 0n) throw new Error("config: v8Flags is already set");
+  // Miniflare writes an empty list (a list pointer of length 0) when
+  // MINIFLARE_WORKERD_V8_FLAGS is unset: as good as none.
+  const current = buf.readBigUInt64LE(slot);
+  const emptyList = (current & 3n) === 1n && current >> 35n === 0n;
+  if (current !== 0n && !emptyList) throw new Error("config: v8Flags is already set");
 
   // The new segment: a landing pad, the list of text pointers, the texts.
   const texts = flags.map((f) => Buffer.from(`${f}\0`));

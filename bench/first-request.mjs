@@ -21,6 +21,7 @@ import { callgrindPid, dumpCounters, partCounts, selfCostByFunction, waitForPart
 import { forget, log, startWorker, stopAll } from "./driver/processes.mjs";
 import { readSettings, ROOT } from "./driver/settings.mjs";
 import { fmt, table } from "./driver/report.mjs";
+import { cellList as scaleCellList } from "./driver/mix.mjs";
 import { startStack } from "./driver/stack.mjs";
 
 /** The first request's kind of work, from a function's name (selfCostByFunction's). */
@@ -99,15 +100,25 @@ async function main() {
   const w = ctx.workers;
   const router = (ruleset, more = {}) => ({ scriptPath: join(buildDir, "index.js"), modulesRoot: buildDir, bindings: { ...w.routerVars(ruleset), ...more } });
   const cellList = JSON.stringify(Array.from({ length: 1000 }, (_, i) => ({ id: String(i + 1), address: i === 999 ? ctx.sinkAddr : `cell-${i + 1}.internal:443` })));
+  const cells = (count) => ({ GITLAB_CELLS: scaleCellList(ctx.sinkAddr, count) });
   const all = {
     floor: w.floor(),
     peer: w.peer(),
     "peer-log": w.peer({ LOG: "1" }),
     "floor-log": w.floor({ LOG: "1" }),
+    "rust-floor": w.rustFloor,
+    "workers-rs": w.workersRs(),
     "router-session_token": router("session_token"),
     "router-cells": router("cells"),
     "router-session_token-nocache": { ...router("session_token"), cache: false },
     "router-cells-1000": router("cells", { GITLAB_CELLS: cellList }),
+    // The scale run's sizes (bench/driver/scale-mode.mjs): cells_50 and
+    // cells_200 are in a test-rulesets build only (target/worker-scale).
+    "scale-cells-10": router("cells", cells(10)),
+    "scale-cells-100": router("cells", cells(100)),
+    "scale-cells-1000": router("cells", cells(1000)),
+    "scale-rules-50": router("cells_50"),
+    "scale-rules-200": router("cells_200"),
   };
   // The cold start's request (bench/driver/cold.mjs): a session naming cell 3, one service call.
   const first = process.env.FIRST_REQUEST_LEGACY === "1"

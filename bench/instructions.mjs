@@ -179,8 +179,12 @@ export async function countConfig(spec, { start, warmUp, mix, workDir, workerd, 
 export function compare(results) {
   const floor = results.find((r) => r.config === "floor-log");
   const peer = results.find((r) => r.config === "peer-log");
+  const rustFloor = results.find((r) => r.config === "rust-floor");
+  const workersRs = results.find((r) => r.config === "workers-rs");
   return results.map((r) => ({
     ...r,
+    over_rust_floor: rustFloor ? r.main - rustFloor.main : null,
+    over_workers_rs: workersRs ? r.main - workersRs.main : null,
     over_floor_log: floor ? r.main - floor.main : null,
     over_floor_log_pct: floor ? (100 * (r.main - floor.main)) / floor.main : null,
     vs_peer_log: peer ? r.main / peer.main : null,

@@ -23,18 +23,16 @@
 // Reads the benchmark's settings (bench/driver/settings.mjs): BENCH_COLD_SAMPLES
 // (fresh workerd per configuration), DEVSTACK_BIN, BENCH_PEERS_DIR (without
 // the peers, the floor rows are left out), BENCH_OUTBOUND_HOP.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { COMPATIBILITY_DATE } from "../scripts/runtime-config.mjs";
 import workerdModule from "workerd";
 import { callgrindPid, dumpCounters, partCounts, waitForPart, writeLauncher } from "./callgrind.mjs";
 import { coldStart } from "./driver/cold.mjs";
-import { agent, request } from "./driver/http.mjs";
-import { log, stopAll } from "./driver/processes.mjs";
-import { readSettings } from "./driver/settings.mjs";
-import { startStack } from "./driver/stack.mjs";
+import { request } from "./driver/http.mjs";
+import { log } from "./driver/processes.mjs";
+import { runOnStack } from "./driver/run.mjs";
 import { median } from "./paired.mjs";
 import { workerdOptions } from "./workerd-options.mjs";
 
@@ -104,7 +102,7 @@ async function countColdStarts(specs, count, work) {
   return samples;
 }
 
-async function main() {
+await runOnStack("router-compat-", async (ctx, s, work) => {
   if (COMPATIBILITY_DATE < DEFAULT_ON) throw new Error(`wrangler.toml's compatibility_date ${COMPATIBILITY_DATE} is before ${DEFAULT_ON}: Node compatibility is not on by default`);
   // The two settings do what they say in this workerd.
   const on = await nodeGlobals(ON);
@@ -112,85 +110,66 @@ async function main() {
   if (on.Buffer !== "function" || on.process !== "object") throw new Error(`Node compatibility on, but the worker sees ${JSON.stringify(on)}`);
   if (off.Buffer !== "undefined" || off.process !== "undefined") throw new Error(`Node compatibility off, but the worker sees ${JSON.stringify(off)}`);
 
-  const s = readSettings();
-  const work = mkdtempSync(join(tmpdir(), "router-compat-"));
-  try {
-    const ctx = await startStack(s, work);
-    const w = ctx.workers;
-    const specs = [
-      { name: "router-node-on", options: { ...w.router("session_token"), compatibilityFlags: ON } },
-      { name: "router-node-off", options: { ...w.router("session_token"), compatibilityFlags: OFF } },
-      ...(ctx.peersThere
-        ? [
-            { name: "floor-node-on", options: { ...w.floor(), compatibilityFlags: ON } },
-            { name: "floor-node-off", options: { ...w.floor(), compatibilityFlags: OFF } },
-          ]
-        : []),
-    ];
-    const instructions = process.argv[2] === "--instructions" ? Number(process.argv[3] ?? 3) : 0;
-    const n = instructions || s.coldSamples;
-    log(`compatibility date ${COMPATIBILITY_DATE}; ${n} fresh workerd per configuration${instructions ? " under callgrind" : ""} (${specs.map((x) => x.name).join(", ")})`);
-    const samples = instructions
-      ? await countColdStarts(specs, instructions, work)
-      : (await coldStart(specs, REQUEST1, { samples: s.coldSamples, outboundHop: s.outboundHop })).samples;
-    const keys = instructions
+  const w = ctx.workers;
+  const specs = [
+    { name: "router-node-on", options: { ...w.router("session_token"), compatibilityFlags: ON } },
+    { name: "router-node-off", options: { ...w.router("session_token"), compatibilityFlags: OFF } },
+    ...(ctx.peersThere
       ? [
-          ["ready_minstr", "start-up M instructions"],
-          ["first_minstr", "first request M instructions"],
-          ["total_minstr", "total M instructions"],
+          { name: "floor-node-on", options: { ...w.floor(), compatibilityFlags: ON } },
+          { name: "floor-node-off", options: { ...w.floor(), compatibilityFlags: OFF } },
         ]
-      : [
-          ["cpu_ready_ms", "CPU start-up ms"],
-          ["cpu_first_ms", "CPU first request ms"],
-          ["cpu_total_ms", "CPU total ms"],
-          ["ready_ms", "ready ms"],
-          ["first_ms", "first ms"],
-        ];
-    console.log(`Cold start, compatibility date ${COMPATIBILITY_DATE}, ${n} fresh workerd per configuration (interleaved${instructions ? ", under callgrind" : ""}): median [min–max]`);
-    console.log("");
-    console.log(`| config | ${keys.map(([, h]) => h).join(" | ")} |`);
-    console.log(`| --- | ${keys.map(() => "---:").join(" | ")} |`);
-    for (const spec of specs) {
-      const mine = samples.filter((x) => x.config === spec.name);
-      const cell = (k) => {
-        const v = mine.map((x) => x[k]);
-        return `${fmt(median(v))} [${fmt(Math.min(...v))}–${fmt(Math.max(...v))}]`;
-      };
-      console.log(`| \`${spec.name}\` | ${keys.map(([k]) => cell(k)).join(" | ")} |`);
-    }
-    // The same sample's pair (started one after the other): on − off.
-    console.log("");
-    console.log("On − off, per sample (the two started one after the other): median [min–max]");
-    console.log("");
-    console.log(`| worker | ${keys.map(([, h]) => h).join(" | ")} |`);
-    console.log(`| --- | ${keys.map(() => "---:").join(" | ")} |`);
-    for (const worker of ["router", "floor"]) {
-      const pairs = [];
-      for (const x of samples.filter((y) => y.config === `${worker}-node-on`)) {
-        const y = samples.find((z) => z.config === `${worker}-node-off` && z.sample === x.sample);
-        if (y) pairs.push([x, y]);
-      }
-      if (!pairs.length) continue;
-      const cell = (k) => {
-        const d = pairs.map(([x, y]) => x[k] - y[k]);
-        return `${fmt(median(d))} [${fmt(Math.min(...d))}–${fmt(Math.max(...d))}]`;
-      };
-      console.log(`| ${worker} | ${keys.map(([k]) => cell(k)).join(" | ")} |`);
-    }
-    return 0;
-  } finally {
-    rmSync(work, { recursive: true, force: true });
+      : []),
+  ];
+  const instructions = process.argv[2] === "--instructions" ? Number(process.argv[3] ?? 3) : 0;
+  const n = instructions || s.coldSamples;
+  log(`compatibility date ${COMPATIBILITY_DATE}; ${n} fresh workerd per configuration${instructions ? " under callgrind" : ""} (${specs.map((x) => x.name).join(", ")})`);
+  const samples = instructions
+    ? await countColdStarts(specs, instructions, work)
+    : (await coldStart(specs, REQUEST1, { samples: s.coldSamples, outboundHop: s.outboundHop })).samples;
+  const keys = instructions
+    ? [
+        ["ready_minstr", "start-up M instructions"],
+        ["first_minstr", "first request M instructions"],
+        ["total_minstr", "total M instructions"],
+      ]
+    : [
+        ["cpu_ready_ms", "CPU start-up ms"],
+        ["cpu_first_ms", "CPU first request ms"],
+        ["cpu_total_ms", "CPU total ms"],
+        ["ready_ms", "ready ms"],
+        ["first_ms", "first ms"],
+      ];
+  console.log(`Cold start, compatibility date ${COMPATIBILITY_DATE}, ${n} fresh workerd per configuration (interleaved${instructions ? ", under callgrind" : ""}): median [min–max]`);
+  console.log("");
+  console.log(`| config | ${keys.map(([, h]) => h).join(" | ")} |`);
+  console.log(`| --- | ${keys.map(() => "---:").join(" | ")} |`);
+  for (const spec of specs) {
+    const mine = samples.filter((x) => x.config === spec.name);
+    const cell = (k) => {
+      const v = mine.map((x) => x[k]);
+      return `${fmt(median(v))} [${fmt(Math.min(...v))}–${fmt(Math.max(...v))}]`;
+    };
+    console.log(`| \`${spec.name}\` | ${keys.map(([k]) => cell(k)).join(" | ")} |`);
   }
-}
-
-let code = 0;
-try {
-  code = await main();
-} catch (e) {
-  console.error(e);
-  code = 1;
-} finally {
-  await stopAll();
-  agent.destroy();
-}
-process.exit(code);
+  // The same sample's pair (started one after the other): on − off.
+  console.log("");
+  console.log("On − off, per sample (the two started one after the other): median [min–max]");
+  console.log("");
+  console.log(`| worker | ${keys.map(([, h]) => h).join(" | ")} |`);
+  console.log(`| --- | ${keys.map(() => "---:").join(" | ")} |`);
+  for (const worker of ["router", "floor"]) {
+    const pairs = [];
+    for (const x of samples.filter((y) => y.config === `${worker}-node-on`)) {
+      const y = samples.find((z) => z.config === `${worker}-node-off` && z.sample === x.sample);
+      if (y) pairs.push([x, y]);
+    }
+    if (!pairs.length) continue;
+    const cell = (k) => {
+      const d = pairs.map(([x, y]) => x[k] - y[k]);
+      return `${fmt(median(d))} [${fmt(Math.min(...d))}–${fmt(Math.max(...d))}]`;
+    };
+    console.log(`| ${worker} | ${keys.map(([k]) => cell(k)).join(" | ")} |`);
+  }
+  return 0;
+});

@@ -14,7 +14,7 @@
 # Settings are environment variables, every one listed with its default
 # and meaning in bench/driver/settings.mjs and docs/benchmark.md
 # ("Settings"). This script reads BENCH_SKIP_BUILD, BENCH_SKIP_NATIVE,
-# BENCH_EXTRA (builds bench/rust-null), BENCH_INSTRUCTIONS (installs
+# BENCH_SCALE (builds target/worker-scale), BENCH_INSTRUCTIONS (installs
 # valgrind) and BENCH_PEERS_DIR; the driver reads the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ if ! command -v wrk >/dev/null; then
 fi
 
 # valgrind from Debian: BENCH_INSTRUCTIONS=1 counts instructions under callgrind.
-if [ "${BENCH_INSTRUCTIONS:-}" = "1" ] && ! command -v valgrind >/dev/null; then
+if { [ "${BENCH_INSTRUCTIONS:-}" = "1" ] || [ "${BENCH_SCALE:-}" = "1" ]; } && ! command -v valgrind >/dev/null; then
   say "installing valgrind (Debian)"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
 fi
@@ -43,13 +43,13 @@ if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
   bash scripts/build-worker.sh
   cargo build --release --quiet -p devstack
 fi
-if [ -z "${BENCH_SKIP_BUILD:-}" ] && [ "${BENCH_EXTRA:-}" = "1" ]; then
-  say "building the Rust floor worker (bench/rust-null, BENCH_EXTRA)"
-  (cd bench/rust-null && CARGO_TARGET_DIR="$PWD/../../target/rust-null" \
-    WASM_BINDGEN_BIN="${CARGO_HOME:-$HOME/.cargo}/bin/wasm-bindgen" \
-    WASM_OPT_BIN="$PWD/../../node_modules/.bin/wasm-opt" \
-    ESBUILD_BIN="$PWD/../../node_modules/.bin/esbuild" \
-    worker-build --release >/dev/null 2>&1) || { echo "building bench/rust-null failed" >&2; exit 1; }
+if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
+  say "building the Rust yardsticks (bench/rust-floor, bench/workers-rs)"
+  bash bench/build-yardsticks.sh
+fi
+if [ -z "${BENCH_SKIP_BUILD:-}" ] && [ "${BENCH_SCALE:-}" = "1" ]; then
+  say "building the scale worker (test-rulesets: the generated cells_50 and cells_200) into target/worker-scale"
+  WORKER_OUT_DIR=target/worker-scale WORKER_FEATURES=test-rulesets bash scripts/build-worker.sh
 fi
 
 mkdir -p target/bench

@@ -1,4 +1,4 @@
-// The soak's stack (issue 21): `devstack up` with the shipped demo topology
+// The soak's stack: `devstack up` with the shipped demo topology
 // (cells 1-3 in one process, the Topology Service) plus a cell 4 in its own
 // `devstack cell` process so that the soak can kill and restart one cell,
 // and the built worker (build/) in workerd through Miniflare, started as

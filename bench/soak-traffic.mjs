@@ -1,4 +1,4 @@
-// The soak's traffic (issue 21): keys drawn from a skewed distribution, the
+// The soak's traffic: keys drawn from a skewed distribution, the
 // requests made from them, and the checks of every answer. Each operation
 // resolves with an outcome record; soak.mjs judges it against the fault
 // schedule (which cell is right, which fallback is documented).

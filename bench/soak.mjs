@@ -1,4 +1,4 @@
-// The soak test (issue 21), behind `bash bench/soak.sh`: the built worker in
+// The soak test, behind `bash bench/soak.sh`: the built worker in
 // workerd (Miniflare) in front of devstack (`devstack up` with the shipped
 // topology plus cell 4 in its own process, ruleset `cells`), a sustained
 // traffic mix, and a fault schedule running through it:
@@ -128,7 +128,7 @@ const O = {
   // more than its 4,523 keys): far fewer entries than keys, so that even a
   // slow run (a loaded machine serves a tenth of a quiet one's requests)
   // fills the cache and evicts, and a stale answer must come from the
-  // Cache API (issue 40).
+  // Cache API.
   memoryEntries: SHORT ? 100 : 500,
   // Clients of the storm's 404 burst, on top of --clients.
   burstClients: SHORT ? 2 : 8,
@@ -328,10 +328,9 @@ function judgeOnePending(o, s) {
     (unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")] ??= 0);
     unscheduled[line.error.replace(/[0-9]+ ms/g, "N ms")]++;
   } else if ((line = routerLine(o, (l) => l.fell_through && (l.attempts >= 2 || l.service_ms >= 450 || l.coalesced || breakerOpenAt(l.t))))) {
-    // Router defect (docs/soak.md, Findings): the service failed, a stale
-    // 404 answered, the key fell through to the legacy cell, and the log
-    // line carries neither the error nor "stale". The outcome is the
-    // documented failure path; counted, with its own reason.
+    // docs/soak.md, "Legacy answers outside a fault": the service failed, a
+    // stale 404 answered and the key fell through to the legacy cell. The
+    // outcome is the documented failure path; counted, with its own reason.
     s.fallback_unscheduled++;
     unscheduled[STALE_404]++;
   } else {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak test under faults (issue 21): the built worker (build/) in
+# The soak test under faults: the built worker (build/) in
 # workerd through Miniflare in front of devstack, 32 clients of mixed
 # traffic for 15 minutes while the Topology Service goes down, slows, errs
 # and answers 404, cell 4 is killed and restarted and the worker is

@@ -49,8 +49,9 @@ done
 cargo_args=(. -p gitlab-http-router)
 [ -n "$features" ] && cargo_args+=(--features "$features")
 # The wasm is optimised for size throughout: less for V8 to compile on a
-# fresh isolate's first request, within the gzip budget (docs/benchmark.md,
-# the ledger's "Size"). The native tools keep Cargo.toml's release level.
+# fresh isolate's first request, within the gzip budget
+# (docs/performance-ledger.md, "Size"). The native tools keep Cargo.toml's
+# release level.
 export CARGO_PROFILE_RELEASE_OPT_LEVEL="${CARGO_PROFILE_RELEASE_OPT_LEVEL:-z}"
 CUSTOM_SHIM="$PWD/src/entry.js" worker-build --release --out-dir "$out" "${cargo_args[@]}"
 # worker-build keeps the wasm names section (function names for stack

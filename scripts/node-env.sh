@@ -4,7 +4,7 @@
 # is missing or another version, and puts it first on PATH. Bootstrapping
 # needs any Node >= 18 with npm on PATH (Debian 12's nodejs and npm do); the
 # machine's Node stays as it is, and nothing is installed globally.
-# docs/decisions.md, "The project's own Node", says why Node 24.
+# docs/decisions-operations.md, "Tools", says why Node 24.
 
 node_env_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 node_env_dir="$node_env_root/toolchain/node"

@@ -328,21 +328,21 @@ const STATUS_CLASSES = Object.fromEntries(Array.from("0123456789", (digit) => [d
 
 /**
  * Writes a request's data point (docs/metrics.md): the plan's fields `f`
- * from `at` on are its items (router_core::metrics), the blobs in column
+ * from POINT on are its items (router_core::metrics), the blobs in column
  * order and then the doubles; the entry adds what only it knows: the
  * status class (in the blob Rust left empty) and the duration (the log
  * line's). `errorKind` replaces the plan's when a step here failed.
  * Nothing without a dataset or a point; never throws into the request.
  */
-function writePoint(f, at, status, duration, errorKind) {
+function writePoint(f, status, duration, errorKind) {
   // A point always names its action: an empty one is no point.
-  if (dataset === undefined || !f[at + POINT_ACTION]) return;
+  if (dataset === undefined || !f[POINT + POINT_ACTION]) return;
   try {
-    const blobs = f.slice(at, at + POINT_BLOBS);
+    const blobs = f.slice(POINT, POINT + POINT_DOUBLES_FROM);
     blobs[POINT_STATUS_CLASS] = STATUS_CLASSES[String(status).charAt(0)];
     if (errorKind !== undefined) blobs[POINT_ERROR_KIND] = errorKind;
     const doubles = [duration];
-    for (let i = at + POINT_DOUBLES_FROM; i < at + POINT_FIELDS; i++) doubles.push(Number(f[i]));
+    for (let i = POINT + POINT_DOUBLES_FROM; i < POINT + POINT_FIELDS; i++) doubles.push(Number(f[i]));
     dataset.writeDataPoint({ indexes: [blobs[POINT_CELL]], blobs, doubles });
   } catch {
     // A metrics failure is no reason to fail the request.
@@ -359,25 +359,36 @@ function fail(field, why, head, started, f, errorKind) {
   const escaped = JSON.stringify(why).slice(1, -1);
   const duration = Date.now() - started;
   console.log(`${head}"status":${answer.status},"duration_ms":${duration}${field.slice(0, cut)}${escaped}"}`);
-  writePoint(f, POINT, answer.status, duration, errorKind);
+  writePoint(f, answer.status, duration, errorKind);
   return answer;
 }
 
-// A forward plan's fields by position (W); the headers to set follow from
+// A plan's fields by position (W): every plan's first (KIND to the data
+// point's), then a forward plan's, whose headers to set follow from
 // SET_FROM as name, value, name, value, …, so one split reads the whole
 // plan. Taken into constants once: the hot path reads them by index.
+const { KIND, LOG_HEAD, LOG_TAIL, LOG_MIN_STATUS, ANSWER } = W;
 const { URL: TARGET_URL, DROP, SIGN_INPUT, SIGN_HEADER, SIGN_FAILURE, UPSTREAM_FAILURE_LOG } = W;
-const { LOG_HEAD, LOG_TAIL, LOG_MIN_STATUS, HELD_STATUS, DEADLINE } = W;
-const { REPORT, CIRCUIT, REPORT_FROM, REPORT_TO, HEADERS_TIMEOUT, BODY, SET_FROM } = W;
-const { POINT, POINT_FIELDS, POINT_ACTION, POINT_CELL, POINT_STATUS_CLASS, POINT_ERROR_KIND, POINT_BLOBS, POINT_DOUBLES_FROM } = W;
+const { DEADLINE, HELD_STATUS, REPORT, CIRCUIT, HEADERS_TIMEOUT, BODY, RESPONSE_SET, SET_FROM } = W;
+const { REPORT_TRIAL, REPORT_GATEWAY, GATEWAY_FROM, GATEWAY_TO } = W;
+const { POINT, POINT_FIELDS, POINT_ACTION, POINT_CELL, POINT_STATUS_CLASS, POINT_ERROR_KIND, POINT_DOUBLES_FROM } = W;
 
 /** An answer plan's fields as its Response, logged and counted. */
 function answered(f, started) {
-  const res = response(f[W.ANSWER]);
+  const res = response(f[ANSWER]);
   const duration = Date.now() - started;
-  writeLog(f[W.ANSWER_LOG_HEAD], f[W.ANSWER_LOG_TAIL], f[W.ANSWER_LOG_MIN_STATUS], res.status, duration);
-  writePoint(f, W.ANSWER_POINT, res.status, duration);
+  writeLog(f[LOG_HEAD], f[LOG_TAIL], f[LOG_MIN_STATUS], res.status, duration);
+  writePoint(f, res.status, duration);
   return res;
+}
+
+/**
+ * Whether a report's flags (the plan's REPORT) ask to hear of `status`:
+ * every one for a trial, the gateway statuses for a rule that counts them.
+ */
+function reportsStatus(flags, status) {
+  if ((flags & REPORT_TRIAL) !== 0) return true;
+  return (flags & REPORT_GATEWAY) !== 0 && status >= GATEWAY_FROM && status <= GATEWAY_TO;
 }
 
 /**
@@ -410,7 +421,7 @@ function forwardedHeaders(client, drops, f) {
  */
 async function apply(request, client, method, drops, plan, started) {
   const f = plan.split(FIELD);
-  if (f[0] === W.KIND_ANSWER) return answered(f, started);
+  if (f[KIND] === W.KIND_ANSWER) return answered(f, started);
   // Taken now: a panic elsewhere while this request awaits resets `setup`.
   const { upstreamAnswer, answered: answeredSlots } = setup;
   const headers = forwardedHeaders(client, drops, f);
@@ -425,7 +436,9 @@ async function apply(request, client, method, drops, plan, started) {
   // A listed cell's address (its circuit): the entry writes when it
   // answered, and reports to Rust only what the plan asks to hear of.
   const circuit = f[CIRCUIT];
+  // Empty: nothing reported; else the report's flags.
   const report = f[REPORT];
+  const flags = Number(report);
   const sent = Date.now();
   let timer;
   let late = false;
@@ -433,7 +446,7 @@ async function apply(request, client, method, drops, plan, started) {
   if (headersTimeout > 0) {
     timer = setTimeout(() => {
       late = true;
-      reportOutcome(circuit, report, W.NO_HEADERS, sent, false);
+      reportOutcome(circuit, flags, W.NO_HEADERS, sent, false);
     }, headersTimeout);
   }
   let upstream;
@@ -443,20 +456,20 @@ async function apply(request, client, method, drops, plan, started) {
     clearTimeout(timer);
     // Once per request: a fetch that throws after the headers timeout
     // fired was reported then (NO_HEADERS).
-    if (report !== "" && !late) reportOutcome(circuit, report, W.FETCH_FAILED, sent, false);
+    if (report !== "" && !late) reportOutcome(circuit, flags, W.FETCH_FAILED, sent, false);
     return fail(`${f[UPSTREAM_FAILURE_LOG]}${ITEM}${upstreamAnswer}`, errorMessage(error), logHead, started, f, W.UPSTREAM_FAILED_KIND);
   }
   clearTimeout(timer);
   const status = upstream.status;
   if (report !== "") {
-    if (late || (status >= Number(f[REPORT_FROM]) && status <= Number(f[REPORT_TO]))) {
-      reportOutcome(circuit, report, status, sent, upstream.headers.has(W.RETRY_AFTER));
+    if (late || reportsStatus(flags, status)) {
+      reportOutcome(circuit, flags, status, sent, upstream.headers.has(W.RETRY_AFTER));
     } else {
       noteAnswered(answeredSlots, Number(circuit));
     }
   }
   const deadline = Number(f[DEADLINE]);
-  if (deadline > 0 && status === Number(f[HELD_STATUS])) {
+  if (deadline > 0 && status === HELD_STATUS) {
     // GITLAB_NOT_FOUND_DELAY_MS: the deadline Rust drew, counted from the
     // request's start, so the answer's time does not tell how fast the
     // cell was. A timer; nothing read or buffered, the upstream response
@@ -466,13 +479,26 @@ async function apply(request, client, method, drops, plan, started) {
   }
   const duration = Date.now() - started;
   writeLog(logHead, f[LOG_TAIL], f[LOG_MIN_STATUS], status, duration);
-  writePoint(f, POINT, status, duration);
-  return upstream;
+  writePoint(f, status, duration);
+  const responseSet = f[RESPONSE_SET];
+  return responseSet === "" ? upstream : withHeaders(upstream, responseSet);
 }
 
-function reportOutcome(circuit, report, status, sent, retryAfter) {
+/**
+ * A copy of the upstream's response (its WebSocket kept) with the plan's
+ * response headers (`name ITEM value …`) set over the cell's.
+ */
+function withHeaders(upstream, pairs) {
+  const { status, webSocket } = upstream;
+  const copy = webSocket ? new Response(null, { status, webSocket, headers: upstream.headers }) : new Response(upstream.body, upstream);
+  const items = pairs.split(ITEM);
+  for (let i = 0; i + 1 < items.length; i += 2) copy.headers.set(items[i], items[i + 1]);
+  return copy;
+}
+
+function reportOutcome(circuit, flags, status, sent, retryAfter) {
   try {
-    glue.cellOutcome(Number(circuit), report, status, sent, retryAfter);
+    glue.cellOutcome(Number(circuit), flags, status, sent, retryAfter);
   } catch (error) {
     if (error instanceof WebAssembly.RuntimeError) restartWasm();
   }

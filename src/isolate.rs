@@ -5,27 +5,30 @@
 //! I/O it needs (the resolver over `fetch` and the Cache API, the control
 //! document and the probe record in KV).
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::rc::Rc;
 
 use router_core::config::Config;
-use router_core::control::Mode;
-use router_core::forward::Router;
+use router_core::control::{Control, Mode, ReadOutcome};
+use router_core::forward::IsolateView;
 use router_core::isolate::IsolateState;
 use router_core::log::RequestLogging;
+use router_core::platform::Platform;
 use router_core::resolve::cells::HealthRecord;
 use router_core::resolve::Resolver;
 use router_core::Ruleset;
 use wasm_bindgen::JsValue;
 use worker::Env;
 
-use crate::{control, io, log_at, log_line, log_warn};
+use crate::cache_api::CacheApi;
+use crate::control::{self, Controls};
+use crate::health_store::HealthStore;
+use crate::platform::JsPlatform;
+use crate::rulesets::compiled_ruleset;
+use crate::transport::{self, FetchTransport};
+use crate::{clock, log};
 
-mod compiled {
-    include!(concat!(env!("OUT_DIR"), "/rulesets.rs"));
-}
-
-pub(crate) type EdgeResolver = Resolver<io::FetchTransport, io::CacheApi, io::JsPlatform>;
+pub(crate) type EdgeResolver = Resolver<FetchTransport, CacheApi, JsPlatform>;
 
 /// How long an isolate's first requests wait for its first read of the
 /// probe record (as for the control document's first read,
@@ -35,6 +38,10 @@ const HEALTH_FIRST_READ_WAIT_MS: u64 = 200;
 
 /// How often a request waiting for that read looks for it.
 const HEALTH_FIRST_READ_POLL_MS: u32 = 5;
+
+/// How often a request waiting for the isolate's first read of the control
+/// document looks for it.
+const CONTROL_FIRST_READ_POLL_MS: u32 = 5;
 
 /// The version metadata binding (`[version_metadata]` in wrangler.toml).
 const VERSION_BINDING: &str = "CF_VERSION_METADATA";
@@ -51,12 +58,37 @@ pub(crate) struct Isolate {
     health_read_once: Cell<bool>,
     /// The probe record's home: the deployment's own KV namespace
     /// (`ROUTER_CONTROL`); `None` without one.
-    health_store: Option<io::HealthStore>,
+    health_store: Option<HealthStore>,
     /// The runtime control document, when `ROUTER_CONTROL` is bound.
-    pub controls: Option<control::Controls>,
+    pub controls: Option<Controls>,
+}
+
+thread_local! {
+    static ISOLATE: OnceCell<Rc<Isolate>> = const { OnceCell::new() };
 }
 
 impl Isolate {
+    /// The isolate's state, made on the first call.
+    pub fn get_or_make(env: &Env) -> Rc<Isolate> {
+        Isolate::made().unwrap_or_else(|| Isolate::make(env))
+    }
+
+    /// Makes the isolate's state: its own function, so that the calls that
+    /// find it made (every `routerSetup` and `routeAsync`) do not carry its
+    /// code. V8 compiles a wasm function whole on its first call, and with the
+    /// state's making inlined the function was ~230 KB of machine code to
+    /// compile on a fresh isolate's first request (`bench/first-request.mjs`).
+    #[cold]
+    #[inline(never)]
+    fn make(env: &Env) -> Rc<Isolate> {
+        ISOLATE.with(|cell| cell.get_or_init(|| Rc::new(Isolate::new(env))).clone())
+    }
+
+    /// The isolate's state, once `routerSetup` (or a `routeAsync`) made it.
+    pub fn made() -> Option<Rc<Isolate>> {
+        ISOLATE.with(|cell| cell.get().cloned())
+    }
+
     pub fn new(env: &Env) -> Isolate {
         let lookup = |name: &str| {
             env.var(name)
@@ -64,18 +96,17 @@ impl Isolate {
                 .ok()
                 .or_else(|| env.secret(name).map(|v| v.to_string()).ok())
         };
-        let mtls = io::FetchTransport::mtls_binding(env);
+        let mtls = FetchTransport::mtls_binding(env);
         if mtls.is_some() {
-            log_line(
-                "info",
+            log::info(
                 "config",
                 &format!(
                     "Topology Service calls go through the {} mtls_certificates binding",
-                    io::MTLS_BINDING
+                    transport::MTLS_BINDING
                 ),
             );
         }
-        let mut iso = Isolate::from_lookup(lookup, log_at, mtls);
+        let mut iso = Isolate::from_lookup(lookup, log::at, mtls);
         iso.state.version = js_sys::Reflect::get(env, &VERSION_BINDING.into())
             .ok()
             .filter(|m| m.is_object())
@@ -90,10 +121,9 @@ impl Isolate {
         let binding = js_sys::Reflect::get(env, &control::BINDING.into())
             .ok()
             .filter(JsValue::is_object);
-        iso.health_store = binding.clone().map(io::HealthStore::new);
-        iso.controls = binding.and_then(|binding| {
-            control::Controls::new(binding, iso.state.config.control_refresh_secs)
-        });
+        iso.health_store = binding.clone().map(HealthStore::new);
+        iso.controls = binding
+            .and_then(|binding| Controls::new(binding, iso.state.config.control_refresh_secs));
         if let (Some(_), Some(resolver)) = (&iso.controls, &iso.resolver) {
             // Until the control document's purge generation is known.
             resolver.set_shared_usable(false);
@@ -119,7 +149,7 @@ impl Isolate {
         let learning = ruleset.as_ref().is_some_and(Ruleset::uses_learning);
         let resolver = (config.topology_url.is_some() || learning).then(|| {
             Resolver::new(
-                io::FetchTransport::new(
+                FetchTransport::new(
                     config.topology_url.as_deref(),
                     config
                         .learn_cell()
@@ -128,8 +158,8 @@ impl Isolate {
                     config.client_secret.clone(),
                     mtls,
                 ),
-                io::CacheApi::new(&config.cache_namespace()),
-                io::JsPlatform,
+                CacheApi::new(&config.cache_namespace()),
+                JsPlatform,
                 config.cache.clone(),
                 config.client.clone(),
             )
@@ -162,15 +192,15 @@ impl Isolate {
     fn request_logging(&self) -> RequestLogging {
         self.controls
             .as_ref()
-            .and_then(control::Controls::request_log)
+            .and_then(Controls::request_log)
             .unwrap_or(self.state.config.request_logging)
     }
 
     /// The forward phase's view of the isolate, as the control document
     /// stands now.
-    pub fn router(&self) -> Router<'_> {
+    pub fn forward_view(&self) -> IsolateView<'_> {
         self.state
-            .router(self.request_logging(), self.passthrough())
+            .forward_view(self.request_logging(), self.passthrough())
     }
 
     /// Whether the scheduled probe's record is due for a read at `now_ms`
@@ -224,8 +254,8 @@ impl Isolate {
     /// isolate's first requests do not go to a cell the probe found down.
     /// Later reads are never waited for.
     pub async fn wait_for_first_health_read(&self) {
-        while self.health_must_wait(io::now() as u64) {
-            router_core::resolve::Platform::sleep(&io::JsPlatform, HEALTH_FIRST_READ_POLL_MS).await;
+        while self.health_must_wait(clock::now_ms()) {
+            JsPlatform.sleep(HEALTH_FIRST_READ_POLL_MS).await;
         }
     }
 
@@ -234,11 +264,11 @@ impl Isolate {
         let opened = self.state.health.borrow_mut().apply_record(
             &config.cells,
             record,
-            io::now() as u64,
+            clock::now_ms(),
             u64::from(config.health_max_age_secs) * 1000,
         );
         if !opened.is_empty() {
-            log_warn(
+            log::warn(
                 "cell-health",
                 &format!(
                     "the health probe found cells {opened:?} down: circuits opened in this isolate"
@@ -248,36 +278,80 @@ impl Isolate {
     }
 
     /// The probe record's store, when `ROUTER_CONTROL` is bound.
-    pub fn health_store(&self) -> Option<&io::HealthStore> {
+    pub fn health_store(&self) -> Option<&HealthStore> {
         self.health_store.as_ref()
     }
-}
 
-/// The compiled ruleset `GITLAB_RULES_CONFIG` names, or `None` (every
-/// request then goes to the legacy cell), with what is wrong logged.
-fn compiled_ruleset(config: &Config, log_error: &impl Fn(&str, &str)) -> Option<Ruleset> {
-    let Some(name) = config.rules_config.as_deref() else {
-        log_error(
-            "config",
-            "GITLAB_RULES_CONFIG is not set: every request goes to the legacy cell",
+    /// Starts a read of the control document in the background of this
+    /// request (`ctx`) if one is due; then, until the isolate's first read
+    /// has finished (and for at most `FIRST_READ_WAIT_MS`), waits for it.
+    pub async fn refresh_control(iso: &Rc<Isolate>, ctx: &worker::worker_sys::Context) {
+        let Some(controls) = &iso.controls else {
+            return;
+        };
+        if controls.begin_read_if_due(clock::now_ms()) {
+            let iso = Rc::clone(iso);
+            let read = wasm_bindgen_futures::future_to_promise(async move {
+                if let Some(controls) = &iso.controls {
+                    let outcome = controls.read().await;
+                    iso.finish_control_read(controls, outcome);
+                }
+                Ok(JsValue::UNDEFINED)
+            });
+            let _ = ctx.wait_until(&read);
+        }
+        while controls.must_wait(clock::now_ms()) {
+            JsPlatform.sleep(CONTROL_FIRST_READ_POLL_MS).await;
+        }
+    }
+
+    fn finish_control_read(&self, controls: &Controls, outcome: ReadOutcome) {
+        let applied = controls.finish_read(outcome, clock::now_ms());
+        if let Some(resolver) = &self.resolver {
+            resolver.set_shared_usable(controls.is_known());
+        }
+        if applied.changed {
+            self.apply_control(&controls.current(), applied.purged);
+        }
+    }
+
+    /// Applies a control document that changed: its disabled rules, its
+    /// purge generation (when `purged`) and its invalidations.
+    fn apply_control(&self, control: &Control, purged: bool) {
+        log::info(
+            "control",
+            &format!("control document applied: {}", control.summary()),
         );
-        return None;
-    };
-    let Some((_, json, regexes)) = compiled::RULESETS.iter().find(|(n, _, _)| *n == name) else {
-        let known: Vec<&str> = compiled::RULESETS.iter().map(|(n, _, _)| *n).collect();
-        log_error(
-            "config",
-            &format!(
-                "GITLAB_RULES_CONFIG={name:?} names no compiled ruleset (known: {}): every request goes to the legacy cell",
-                known.join(", ")
-            ),
-        );
-        return None;
-    };
-    // Validated by build.rs, which compiled every regex to the program the
-    // table holds; an error here would be a bug, and it still only sends
-    // traffic to the legacy cell.
-    Ruleset::from_prechecked_json(name, json, regexes)
-        .map_err(|e| log_error("config", &e.to_string()))
-        .ok()
+        if let Some(rules) = &self.state.ruleset {
+            let unknown = rules.set_disabled(&control.disabled_rules);
+            if !unknown.is_empty() {
+                log::error(
+                    "control",
+                    &format!(
+                        "disabled_rules names no rule of ruleset {}: {}",
+                        rules.name(),
+                        unknown.join(", ")
+                    ),
+                );
+            }
+        }
+        if let Some(resolver) = &self.resolver {
+            if purged {
+                resolver.purge(control.purge_generation);
+            }
+            // Once per control read that changed the document, never per
+            // request: the list is indexed and the memory entries it names
+            // are dropped now.
+            let (in_force, dropped) = resolver.invalidate(&control.invalidations);
+            if in_force > 0 || !control.invalidations.is_empty() {
+                log::info(
+                    "control",
+                    &format!(
+                        "invalidations applied: {in_force} in force ({} in the document), {dropped} memory entries dropped",
+                        control.invalidations.len()
+                    ),
+                );
+            }
+        }
+    }
 }

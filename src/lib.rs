@@ -2,8 +2,10 @@
 //! exports the entry calls, and their wiring. Every decision is the core's
 //! (`router_core`); this crate reads the environment once per isolate
 //! (`isolate.rs`), carries a request's parts in (`ingest.rs`), does the I/O
-//! the core asks for (`io.rs`, `control.rs`, `kv.rs`) and hands the entry
-//! the plan the core made.
+//! the core asks for (`transport.rs`, `cache_api.rs`, `control.rs`,
+//! `health_store.rs`, `probe.rs`, `kv.rs`, with time and randomness from
+//! `clock.rs` and `random.rs` as the core's `platform.rs`), logs its own
+//! lines (`log.rs`) and hands the entry the plan the core made.
 //!
 //! The Worker's fetch handler is `src/entry.js` (worker-build's
 //! `CUSTOM_SHIM`): it reads the URL, the method and only the headers the
@@ -39,19 +41,28 @@
     )
 )]
 #![deny(unsafe_code)]
+// No function over 120 lines (the threshold is in clippy.toml).
+#![deny(clippy::too_many_lines)]
 
+mod cache_api;
+mod clock;
 mod control;
+mod health_store;
 mod held_lines;
 mod ingest;
-mod io;
 mod isolate;
 mod kv;
+mod log;
 #[cfg(feature = "memory-probe")]
 mod memory_probe;
+mod platform;
+mod probe;
+mod random;
+mod rulesets;
 mod start;
+mod transport;
 
-use std::cell::{OnceCell, RefCell};
-use std::rc::Rc;
+use std::cell::RefCell;
 
 use router_core::forward::{self, Incoming};
 use router_core::route::{self, Pending};
@@ -60,7 +71,9 @@ use wasm_bindgen::prelude::*;
 use web_sys::Request;
 use worker::{event, worker_sys, Env};
 
+use crate::clock::HeldClock;
 use crate::isolate::Isolate;
+use crate::platform::JsPlatform;
 use router_core::input::{fill_headers, split_input};
 
 /// Talc instead of Rust's default dlmalloc: allocating (the plan, the log
@@ -71,7 +84,6 @@ use router_core::input::{fill_headers, split_input};
 static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
 
 thread_local! {
-    static ISOLATE: OnceCell<Rc<Isolate>> = const { OnceCell::new() };
     /// The request `routeSync` stopped at a memory-cache miss, for the
     /// `routeAsync` call the entry makes right after it (nothing runs in
     /// between: the entry calls one after the other without awaiting).
@@ -98,26 +110,6 @@ pub fn input_buffer(capacity: usize) -> usize {
     })
 }
 
-fn isolate(env: &Env) -> Rc<Isolate> {
-    made_isolate().unwrap_or_else(|| make_isolate(env))
-}
-
-/// Makes the isolate's state: its own function, so that the calls that
-/// find it made (every `routerSetup` and `routeAsync`) do not carry its
-/// code. V8 compiles a wasm function whole on its first call, and with the
-/// state's making inlined the function was ~230 KB of machine code to
-/// compile on a fresh isolate's first request (`bench/first-request.mjs`).
-#[cold]
-#[inline(never)]
-fn make_isolate(env: &Env) -> Rc<Isolate> {
-    ISOLATE.with(|cell| cell.get_or_init(|| Rc::new(Isolate::new(env))).clone())
-}
-
-/// The isolate's state, once [`router_setup`] (or a `routeAsync`) made it.
-fn made_isolate() -> Option<Rc<Isolate>> {
-    ISOLATE.with(|cell| cell.get().cloned())
-}
-
 #[event(start)]
 fn start() {
     console_error_panic_hook::set_once();
@@ -138,7 +130,7 @@ fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array 
 /// client header it asks [`header_kind`].
 #[wasm_bindgen(js_name = routerSetup)]
 pub fn router_setup(env: Env) -> js_sys::Array {
-    let iso = isolate(&env);
+    let iso = Isolate::get_or_make(&env);
     held_lines::release();
     let state = &iso.state;
     let names: JsValue = match &state.header_names {
@@ -164,11 +156,11 @@ pub fn router_setup(env: Env) -> js_sys::Array {
 }
 
 /// Every position, code and name the entry reads plans and writes its
-/// input with (`router_core::wire::LAYOUT`, JSON): asked once, when the
+/// input with (`router_core::wire::layout`, JSON): asked once, when the
 /// entry's module is loaded.
 #[wasm_bindgen(js_name = wireLayout)]
 pub fn wire_layout() -> String {
-    wire::LAYOUT.to_string()
+    wire::layout()
 }
 
 /// What the entry does with a client header named `name` (lower case),
@@ -178,7 +170,7 @@ pub fn wire_layout() -> String {
 #[wasm_bindgen(js_name = headerKind)]
 pub fn header_kind(name: &str) -> u32 {
     let dropped = forward::drops_header(name, &[], false);
-    let position = made_isolate()
+    let position = Isolate::made()
         .and_then(|iso| {
             let names = iso.state.header_names.as_ref()?;
             names.iter().position(|n| n == name)
@@ -204,7 +196,7 @@ pub fn dropped_by(name: &str, drop: &str) -> bool {
 /// log line with `message`.
 #[wasm_bindgen(js_name = internalError)]
 pub fn internal_error(message: &str) -> String {
-    let iso = made_isolate();
+    let iso = Isolate::made();
     let metrics = iso.as_ref().and_then(|iso| iso.state.metrics.as_deref());
     forward::build::internal_error(message, metrics).encode()
 }
@@ -213,21 +205,21 @@ pub fn internal_error(message: &str) -> String {
 /// plan's report fields): a fetch that threw (`cells::circuit::FETCH_FAILED`),
 /// response headers that did not come in time (`NO_HEADERS`), or a status
 /// the plan asked to hear of, `retry_after` telling whether the response
-/// carries `Retry-After`; `flags` as the plan gave them, `sent_ms` when the
+/// carries `Retry-After`; `flags` as the plan gave them (`wire::flag`), `sent_ms` when the
 /// request was sent. Feeds the address's circuit; a circuit that opens or
 /// closes is logged.
 #[wasm_bindgen(js_name = cellOutcome)]
-pub fn cell_outcome(circuit: usize, flags: &str, status: u16, sent_ms: f64, retry_after: bool) {
-    let Some(iso) = made_isolate() else {
+pub fn cell_outcome(circuit: usize, flags: u32, status: u16, sent_ms: f64, retry_after: bool) {
+    let Some(iso) = Isolate::made() else {
         return;
     };
-    let now = io::now() as u64;
+    let now = clock::now_ms();
     let sent = sent_ms.max(0.0) as u64;
-    let router = iso.router();
+    let view = iso.forward_view();
     let change =
-        forward::build::report_outcome(&router, circuit, flags, status, sent, retry_after, now);
+        forward::build::report_outcome(&view, circuit, flags, status, sent, retry_after, now);
     if let Some(message) = change {
-        log_warn("cell-health", &message);
+        log::warn("cell-health", &message);
     }
 }
 
@@ -237,17 +229,17 @@ pub fn cell_outcome(circuit: usize, flags: &str, status: u16, sent_ms: f64, retr
 /// to this isolate at once, and logs one summary line.
 #[wasm_bindgen(js_name = routerScheduled)]
 pub async fn router_scheduled(env: Env) {
-    let iso = isolate(&env);
+    let iso = Isolate::get_or_make(&env);
     held_lines::release();
     let config = iso.config();
     if config.cells.is_empty() {
-        log_warn(
+        log::warn(
             "cell-health",
             "GITLAB_CELLS lists no cell: nothing to probe",
         );
         return;
     }
-    let record = io::probe_cells(
+    let record = probe::probe_cells(
         &config.cells,
         config.upstream_scheme,
         config.probe_timeout_ms,
@@ -255,7 +247,7 @@ pub async fn router_scheduled(env: Env) {
     .await;
     match iso.health_store() {
         Some(store) => store.put(&record, config.health_max_age_secs).await,
-        None => log_warn(
+        None => log::warn(
             "cell-health",
             &format!(
                 "no {} KV binding: the probe's record reaches only the isolate that ran it",
@@ -290,7 +282,7 @@ pub async fn router_scheduled(env: Env) {
 /// instructions a call in wasm-bindgen's externref shim.
 #[wasm_bindgen(js_name = routeSync)]
 pub fn route_sync(len: usize) -> i32 {
-    let Some(iso) = made_isolate() else {
+    let Some(iso) = Isolate::made() else {
         return NOT_ROUTED;
     };
     let plan = INPUT.with(|input| {
@@ -327,8 +319,8 @@ fn route_sync_parts(iso: &Isolate, url: &str, method: &str, headers: &str) -> Op
     let names = state.header_names.as_ref()?;
     // One clock read for the whole call (the checks below, the memory
     // cache, the cell's circuit).
-    let _clock = io::HeldClock::hold();
-    let now = (iso.controls.is_some() || !state.config.cells.is_empty()).then(|| io::now() as u64);
+    let _clock = HeldClock::hold();
+    let now = (iso.controls.is_some() || !state.config.cells.is_empty()).then(clock::now_ms);
     if now.is_some_and(|now| iso.health_read_due_at(now) || iso.health_must_wait(now)) {
         // routeAsync starts the probe record's read in the background of
         // this request (it needs the request's ctx), and waits only for an
@@ -351,20 +343,18 @@ fn route_sync_parts(iso: &Isolate, url: &str, method: &str, headers: &str) -> Op
     if !fill_headers(&mut incoming.parts, names, headers) {
         return None;
     }
-    incoming.trace_from_headers(&io::JsPlatform);
+    incoming.trace_from_headers(&JsPlatform);
     if let Some(controls) = &iso.controls {
         if controls.needs_read(now.unwrap_or_default()) {
             return None;
         }
     }
-    let router = iso.router();
-    let Some(rules) = state.ruleset.as_ref().filter(|_| !router.passthrough) else {
-        return Some(forward::plan(&router, &io::JsPlatform, &incoming, None).encode());
+    let view = iso.forward_view();
+    let Some(rules) = state.ruleset.as_ref().filter(|_| !view.passthrough) else {
+        return Some(forward::plan(&view, &JsPlatform, &incoming, None).encode());
     };
     match route::route_from_memory(rules, iso.resolver.as_ref(), &incoming.parts) {
-        Ok(routed) => {
-            Some(forward::plan(&router, &io::JsPlatform, &incoming, Some(&routed)).encode())
-        }
+        Ok(routed) => Some(forward::plan(&view, &JsPlatform, &incoming, Some(&routed)).encode()),
         Err(pending) => {
             PENDING.with(|p| *p.borrow_mut() = Some((url.to_string(), incoming, pending)));
             None
@@ -388,10 +378,10 @@ pub async fn route_async(
     method: String,
     headers: Option<String>,
 ) -> String {
-    let iso = isolate(&env);
+    let iso = Isolate::get_or_make(&env);
     // In the background: only an isolate's first requests wait for it
     // (below, after the control document's first read has started too).
-    Isolate::start_health_read(&iso, &ctx, io::now() as u64);
+    Isolate::start_health_read(&iso, &ctx, clock::now_ms());
     let stopped = PENDING
         .with(|p| p.borrow_mut().take())
         .filter(|(u, _, _)| *u == url);
@@ -411,7 +401,7 @@ pub async fn route_async(
                 &req,
                 headers.as_deref(),
             );
-            incoming.trace_from_headers(&io::JsPlatform);
+            incoming.trace_from_headers(&JsPlatform);
             (incoming, None)
         }
     };
@@ -421,14 +411,14 @@ pub async fn route_async(
     if incoming.parts.path == "/__panic_probe__/async" {
         // After an await, as a panic in the resolver would be: from a
         // microtask, not from the entry's call.
-        router_core::platform::Platform::sleep(&io::JsPlatform, 1).await;
+        router_core::platform::Platform::sleep(&JsPlatform, 1).await;
         panic!("panic probe: routeAsync");
     }
     #[cfg(feature = "memory-probe")]
     if incoming.parts.path == memory_probe::PATH {
         return memory_probe::answer(&iso).encode();
     }
-    control::Controls::refresh(&iso, &ctx).await;
+    Isolate::refresh_control(&iso, &ctx).await;
     iso.wait_for_first_health_read().await;
     let rules = iso.state.ruleset.as_ref().filter(|_| !iso.passthrough());
     let routed = match (rules, &iso.resolver, pending) {
@@ -446,39 +436,7 @@ pub async fn route_async(
             let _ = ctx.wait_until(&write);
         }
     }
-    forward::plan(&iso.router(), &io::JsPlatform, &incoming, routed.as_ref()).encode()
-}
-
-/// One log line that is not a request's: `{"level", "message", "scope"}`
-/// (keys in that order, as serde_json writes a map).
-fn line(level: &str, scope: &str, message: &str) -> String {
-    let mut out = String::from(r#"{"level":"#);
-    router_core::json::push_quoted(&mut out, level);
-    out.push_str(r#","message":"#);
-    router_core::json::push_quoted(&mut out, message);
-    out.push_str(r#","scope":"#);
-    router_core::json::push_quoted(&mut out, scope);
-    out.push('}');
-    out
-}
-
-/// An `info` line to the console's log stream.
-pub(crate) fn log_line(level: &str, scope: &str, message: &str) {
-    held_lines::write(false, line(level, scope, message));
-}
-
-pub(crate) fn log_warn(scope: &str, message: &str) {
-    held_lines::write(true, line("warn", scope, message));
-}
-
-pub(crate) fn log_error(scope: &str, message: &str) {
-    held_lines::write(true, line("error", scope, message));
-}
-
-/// A line at `level` (`info` to the console's log stream, anything else
-/// to its error stream, as [`log_line`] and [`log_warn`]).
-pub(crate) fn log_at(level: &str, scope: &str, message: &str) {
-    held_lines::write(level != "info", line(level, scope, message));
+    forward::plan(&iso.forward_view(), &JsPlatform, &incoming, routed.as_ref()).encode()
 }
 
 /// The edge's pure parts, natively: settings to isolate state, and the

@@ -5,8 +5,8 @@
 //! while the TLS handshake is under way (within the 1 s start-up limit),
 //! not while a user's request waits. A fresh isolate's first request costs
 //! 124.3 M instructions with the state made on it and 79.8 M without
-//! (`node bench/first-request.mjs`, `session_token`; docs/benchmark.md,
-//! the ledger).
+//! (`node bench/first-request.mjs`, `session_token`;
+//! docs/performance-ledger.md).
 //!
 //! Running the routing path here too, on made-up requests, does not pay:
 //! the wasm code V8 compiles here is dropped whenever another isolate
@@ -23,7 +23,8 @@
 use wasm_bindgen::prelude::*;
 use worker::Env;
 
-use crate::{held_lines, isolate};
+use crate::held_lines;
+use crate::isolate::Isolate;
 
 /// Makes the isolate's state (what `routerSetup` would do on the first
 /// request), holding the lines that writes for the first invocation
@@ -31,5 +32,5 @@ use crate::{held_lines, isolate};
 #[wasm_bindgen(js_name = routerStart)]
 pub fn router_start(env: Env) {
     held_lines::hold();
-    let _ = isolate(&env);
+    let _ = Isolate::get_or_make(&env);
 }

@@ -9,161 +9,88 @@
 use std::alloc::{GlobalAlloc, Layout};
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
-use router_core::wire::{self, field, NOT_ROUTED, PLAN_TOO_LONG};
+use router_core::wire::{self, forward, head, NOT_ROUTED, PLAN_TOO_LONG};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::wasm_bindgen_test;
 use worker::Env;
 
-/// xorshift64: the workloads are the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() >> 16) as usize % n
-    }
-}
-
-/// Sizes on each side of 16, 32, … 256, 384, … 2048 (the sizes a
-/// request's blocks have) and beyond, to a talc page (64 KiB) and past it,
-/// the last drawn rarely.
-fn edge_sizes() -> Vec<usize> {
-    let mut edges: Vec<usize> = (1..=16).map(|i| i * 16).collect();
-    edges.extend((3..=16).map(|i| i * 128));
-    edges.push(4096);
-    let mut sizes = vec![1];
-    for e in edges {
-        sizes.extend([e - 1, e, e + 1]);
-    }
-    sizes.push(65536 + 1);
-    sizes
-}
-
-struct Live {
+/// A live block: its address, layout and the byte its contents start at.
+struct Block {
     ptr: *mut u8,
     layout: Layout,
     tag: u8,
 }
 
-fn fill(ptr: *mut u8, from: usize, to: usize, tag: u8) {
-    for i in from..to {
-        // SAFETY: i < the block's size.
-        unsafe { ptr.add(i).write(tag.wrapping_add(i as u8)) };
+impl Block {
+    fn fill(&self, from: usize) {
+        for i in from..self.layout.size() {
+            // SAFETY: i < the block's size.
+            unsafe { self.ptr.add(i).write(self.tag.wrapping_add(i as u8)) };
+        }
+    }
+
+    fn holds(&self, upto: usize) -> bool {
+        // SAFETY: a live block of at least `upto` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(self.ptr, upto) };
+        bytes
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == self.tag.wrapping_add(i as u8))
     }
 }
 
-fn holds(live: &Live, upto: usize) -> bool {
-    // SAFETY: a live block of at least `upto` bytes.
-    let bytes = unsafe { std::slice::from_raw_parts(live.ptr, upto) };
-    bytes
-        .iter()
-        .enumerate()
-        .all(|(i, &b)| b == live.tag.wrapping_add(i as u8))
-}
-
-/// `rounds` of random allocations, reallocations and frees on `heap`,
-/// sizes drawn from [`edge_sizes`] and around them, alignments 1 to 64:
-/// every live block keeps its contents and overlaps no other. Frees all
-/// at the end.
-fn workload(heap: &impl GlobalAlloc, seed: u64, rounds: usize) {
-    let sizes = edge_sizes();
-    let mut rng = Rng(seed);
-    let mut live: Vec<Live> = Vec::with_capacity(256);
-    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(256);
-    for round in 0..rounds {
-        let r = rng.below(10);
-        if live.is_empty() || (live.len() < 200 && r < 4) {
-            let size = (sizes[rng.below(sizes.len())] + rng.below(3))
-                .saturating_sub(1)
-                .max(1);
-            let align = 1 << rng.below(7);
-            let layout = Layout::from_size_align(size, align).unwrap();
-            let zeroed = rng.below(4) == 0;
-            // SAFETY: a non-zero size.
-            let ptr = unsafe {
-                if zeroed {
-                    heap.alloc_zeroed(layout)
-                } else {
-                    heap.alloc(layout)
-                }
-            };
-            assert!(!ptr.is_null(), "out of memory at {size}");
-            assert_eq!(ptr as usize % align, 0, "{size} bytes aligned {align}");
-            if zeroed {
-                // SAFETY: just allocated, `size` bytes.
-                let bytes = unsafe { std::slice::from_raw_parts(ptr, size) };
-                assert!(bytes.iter().all(|&b| b == 0), "alloc_zeroed of {size}");
-            }
-            let block = Live {
-                ptr,
-                layout,
-                tag: round as u8,
-            };
-            fill(ptr, 0, size, block.tag);
-            live.push(block);
-        } else if r < 7 {
-            let i = rng.below(live.len());
-            let old = live[i].layout.size();
-            let new = (sizes[rng.below(sizes.len())] + rng.below(3))
-                .saturating_sub(1)
-                .max(1);
-            assert!(
-                holds(&live[i], old),
-                "a live block of {old} was overwritten"
-            );
+/// The worker's allocator as the worker sets it up (talc over wasm memory,
+/// growing it on demand): blocks from a byte to past a wasm page (64 KiB),
+/// aligned 1 to 64, come back aligned and apart, zeroed when asked, and
+/// keep their contents when reallocated larger and smaller.
+#[wasm_bindgen_test]
+fn the_worker_s_own_allocator_keeps_blocks_apart_and_their_contents() {
+    let heap = &crate::ALLOCATOR;
+    let sizes = [1, 24, 100, 1_000, 4_096, 65_537, 300_000];
+    let mut blocks: Vec<Block> = Vec::new();
+    for (i, size) in sizes.into_iter().enumerate() {
+        let layout = Layout::from_size_align(size, 1 << (i % 7)).unwrap();
+        // SAFETY: a non-zero size.
+        let ptr = unsafe { heap.alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "out of memory at {size}");
+        assert_eq!(ptr as usize % layout.align(), 0, "{layout:?}");
+        // SAFETY: just allocated, `size` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr, size) };
+        assert!(bytes.iter().all(|&b| b == 0), "alloc_zeroed of {size}");
+        let block = Block {
+            ptr,
+            layout,
+            tag: i as u8,
+        };
+        block.fill(0);
+        blocks.push(block);
+    }
+    for block in &mut blocks {
+        for new in [block.layout.size() * 3, block.layout.size() / 2 + 1] {
+            let old = block.layout.size();
             // SAFETY: a live block of this layout; a non-zero size.
-            let ptr = unsafe { heap.realloc(live[i].ptr, live[i].layout, new) };
+            let ptr = unsafe { heap.realloc(block.ptr, block.layout, new) };
             assert!(!ptr.is_null(), "out of memory at {new}");
-            let align = live[i].layout.align();
-            assert_eq!(ptr as usize % align, 0, "realloc to {new} aligned {align}");
-            live[i].ptr = ptr;
-            live[i].layout = Layout::from_size_align(new, align).unwrap();
+            assert_eq!(ptr as usize % block.layout.align(), 0, "realloc to {new}");
+            block.ptr = ptr;
+            block.layout = Layout::from_size_align(new, block.layout.align()).unwrap();
             assert!(
-                holds(&live[i], old.min(new)),
+                block.holds(old.min(new)),
                 "realloc {old} -> {new} lost the contents"
             );
-            fill(ptr, old.min(new), new, live[i].tag);
-        } else {
-            let block = live.swap_remove(rng.below(live.len()));
-            let size = block.layout.size();
-            assert!(
-                holds(&block, size),
-                "a live block of {size} was overwritten"
-            );
-            // SAFETY: a live block of this layout, freed once.
-            unsafe { heap.dealloc(block.ptr, block.layout) };
-        }
-        if round % 64 == 0 {
-            spans.clear();
-            spans.extend(
-                live.iter()
-                    .map(|b| (b.ptr as usize, b.ptr as usize + b.layout.size())),
-            );
-            spans.sort_unstable();
-            for pair in spans.windows(2) {
-                assert!(pair[0].1 <= pair[1].0, "live blocks overlap: {pair:?}");
-            }
+            block.fill(old.min(new));
         }
     }
-    for block in live {
-        assert!(holds(&block, block.layout.size()), "overwritten");
-        // SAFETY: as above.
+    // Every block still holds what was written to it: none overlaps another.
+    for block in blocks {
+        assert!(
+            block.holds(block.layout.size()),
+            "{:?} overwritten",
+            block.layout
+        );
+        // SAFETY: a live block of this layout, freed once.
         unsafe { heap.dealloc(block.ptr, block.layout) };
     }
-}
-
-const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
-const ROUNDS: usize = 6_000;
-
-#[wasm_bindgen_test]
-fn the_worker_s_own_allocator_keeps_contents_under_a_random_workload() {
-    workload(&crate::ALLOCATOR, SEED, ROUNDS);
 }
 
 // The entry's side, as src/entry.js does it.
@@ -288,7 +215,7 @@ fn router_setup_gives_the_header_names_no_key_the_failure_answer_and_the_answere
             &Array::of3(&wasm_bindgen::memory(), &address.into(), &count.into()),
         )
         .unwrap();
-    let iso = crate::made_isolate().expect("made by routerSetup");
+    let iso = crate::isolate::Isolate::made().expect("made by routerSetup");
     let health = iso.state.health.borrow();
     for i in 0..count {
         assert_eq!(health.answered_ms(i), 1000 * (i as u64 + 1), "slot {i}");
@@ -297,7 +224,10 @@ fn router_setup_gives_the_header_names_no_key_the_failure_answer_and_the_answere
     drop(health);
     let again = setup();
     assert_eq!(again.get(3).as_f64(), first.get(3).as_f64());
-    assert!(std::rc::Rc::ptr_eq(&iso, &crate::made_isolate().unwrap()));
+    assert!(std::rc::Rc::ptr_eq(
+        &iso,
+        &crate::isolate::Isolate::made().unwrap()
+    ));
 }
 
 #[wasm_bindgen_test]
@@ -310,8 +240,11 @@ fn route_sync_reads_the_input_the_entry_wrote_and_writes_the_plan_over_it() {
     assert!(length > 0, "routed at once: {length}");
     let plan = read_plan(buffer.0, length as usize);
     let f = fields(&plan);
-    assert_eq!(f[field::KIND], wire::KIND_FORWARD);
-    assert_eq!(f[field::URL], "http://legacy.example:8080/explore/projects");
+    assert_eq!(f[head::KIND], wire::KIND_FORWARD);
+    assert_eq!(
+        f[forward::URL],
+        "http://legacy.example:8080/explore/projects"
+    );
     assert!(crate::take_plan().is_none(), "nothing left over");
 
     // A buffer grown for a longer request: a new address, and the same plan
@@ -323,7 +256,7 @@ fn route_sync_reads_the_input_the_entry_wrote_and_writes_the_plan_over_it() {
     let length = crate::route_sync(len);
     assert!(length > 0);
     let plan = read_plan(buffer.0, length as usize);
-    assert!(fields(&plan)[field::URL].ends_with(&"a".repeat(5000)));
+    assert!(fields(&plan)[forward::URL].ends_with(&"a".repeat(5000)));
 }
 
 #[wasm_bindgen_test]
@@ -376,8 +309,8 @@ fn a_plan_longer_than_the_buffer_is_taken_whole_once() {
     let plan = crate::take_plan().expect("the long plan");
     assert!(plan.len() > text.len());
     let f = fields(&plan);
-    assert_eq!(f[field::KIND], wire::KIND_FORWARD);
-    assert_eq!(f[field::URL], "http://legacy.example:8080/explore");
+    assert_eq!(f[head::KIND], wire::KIND_FORWARD);
+    assert_eq!(f[forward::URL], "http://legacy.example:8080/explore");
     assert!(crate::take_plan().is_none(), "taken once");
     // The entry's own buffer again: it fits.
     let mut buffer = (0, 0);
@@ -386,8 +319,8 @@ fn a_plan_longer_than_the_buffer_is_taken_whole_once() {
     assert_eq!(
         read_plan(buffer.0, length as usize)
             .split(wire::FIELD)
-            .nth(field::URL),
-        Some(f[field::URL])
+            .nth(forward::URL),
+        Some(f[forward::URL])
     );
 }
 
@@ -444,7 +377,7 @@ async fn a_request_route_sync_stopped_is_routed_on_by_route_async_and_a_stale_on
     let plan = route_async(other, "GET", Some(headers)).await;
     assert!(pending_url().is_none());
     assert_eq!(
-        fields(&plan)[field::URL],
+        fields(&plan)[forward::URL],
         "http://legacy.example:8080/explore"
     );
 }

@@ -5,6 +5,12 @@ import { request } from "./http.mjs";
 import { forget, startWorker } from "./processes.mjs";
 import { procCpuNs } from "./proc.mjs";
 
+/** The cold start's request: a session naming cell 3, one Topology Service call. */
+export const COLD_REQUEST = {
+  path: "/group-3/project-1/-/tree/main",
+  headers: { cookie: "_gitlab_session=cell-3-0123456789abcdef0123456789abcdef", "accept-encoding": "identity" },
+};
+
 /**
  * For each configuration, `samples` fresh workerd processes
  * (configurations interleaved). Per sample, wall time and workerd CPU

@@ -110,5 +110,17 @@ export function topologyToml(sink) {
   return toml;
 }
 
-/** GITLAB_CELLS for token-warm-ops: the ten cells, all at the sink. */
-export const cellList = (sink) => JSON.stringify(Array.from({ length: CELLS }, (_, i) => ({ id: i + 1, address: sink, session_prefix: `cell-${i + 1}` })));
+/**
+ * GITLAB_CELLS of `count` cells (token-warm-ops: the mix's ten): cell 1 at
+ * the sink, the others at addresses of their own, as the list requires
+ * (an address listed twice is left out), never connected to: the service
+ * answers every cell with the sink's address, which is cell 1's.
+ */
+export const cellList = (sink, count = CELLS) =>
+  JSON.stringify(
+    Array.from({ length: count }, (_, i) => ({
+      id: i + 1,
+      address: i === 0 ? sink : `cell-${i + 1}.internal:443`,
+      session_prefix: `cell-${i + 1}`,
+    })),
+  );

@@ -51,6 +51,24 @@ export function parseDivan(text) {
   };
 }
 
+/**
+ * The Rust yardsticks, by configuration name and the key their figures
+ * carry (`vs_rust_floor_cpu_extra_us`, …): what any Rust/wasm router pays
+ * (`rust-floor`) and the workers-rs way (`workers-rs`).
+ */
+export const RUST_YARDSTICKS = [
+  ["rust-floor", "rust_floor"],
+  ["workers-rs", "workers_rs"],
+];
+
+/** A router row's CPU and req/s against the Rust yardsticks in its run, as one clause ("" without them). */
+function againstRust(row) {
+  const parts = RUST_YARDSTICKS.filter(([, key]) => row[`vs_${key}_cpu_extra_us`] != null).map(
+    ([name, key]) => `${fmt(row[`vs_${key}_cpu_extra_us`], 1)} µs over ${name} (${fmt(row[`vs_${key}_rps`], 2)}× its req/s)`,
+  );
+  return parts.length ? `; ${parts.join(", ")}` : "";
+}
+
 /** The issue-20 per-request targets, one line per target and concurrency, from the summary. */
 export function targetVerdicts(summary, concurrency) {
   const get = (name, c) => summary.find((s) => s.config === name && s.concurrency === c);
@@ -61,12 +79,12 @@ export function targetVerdicts(summary, concurrency) {
     const pass = get("passthrough", c);
     const cells = get("cells", c);
     if (tok) {
-      lines.push(`c=${c} session_token (token-warm): ${fmt(tok.vs_floor_log_cpu_extra_us, 1)} µs over floor-log (target ≤ +10: ${verdict(tok.vs_floor_log_cpu_extra_us <= 10)}), ${fmt(tok.vs_peer_log_rps, 2)}× peer-log req/s (target ≥ 1.10: ${verdict(tok.vs_peer_log_rps >= 1.1)})`);
+      lines.push(`c=${c} session_token (token-warm): ${fmt(tok.vs_floor_log_cpu_extra_us, 1)} µs over floor-log (target ≤ +10: ${verdict(tok.vs_floor_log_cpu_extra_us <= 10)}), ${fmt(tok.vs_peer_log_rps, 2)}× peer-log req/s (target ≥ 1.10: ${verdict(tok.vs_peer_log_rps >= 1.1)})${againstRust(tok)}`);
     }
-    if (pass) lines.push(`c=${c} passthrough: ${fmt(pass.vs_floor_log_cpu_extra_us, 1)} µs over floor-log (target ≤ +5: ${verdict(pass.vs_floor_log_cpu_extra_us <= 5)})`);
+    if (pass) lines.push(`c=${c} passthrough: ${fmt(pass.vs_floor_log_cpu_extra_us, 1)} µs over floor-log (target ≤ +5: ${verdict(pass.vs_floor_log_cpu_extra_us <= 5)})${againstRust(pass)}`);
     if (cells && tok) {
       const d = cells.cpu_us_per_req - tok.cpu_us_per_req;
-      lines.push(`c=${c} cells − session_token: ${fmt(d, 1)} µs (target within 5: ${verdict(Math.abs(d) <= 5)})`);
+      lines.push(`c=${c} cells − session_token: ${fmt(d, 1)} µs (target within 5: ${verdict(Math.abs(d) <= 5)})${againstRust(cells)}`);
     }
   }
   return lines;
@@ -83,6 +101,7 @@ export function coldVerdicts(summary) {
   const peer = summary.find((x) => x.config === "peer");
   if (!peer) return [];
   const peerLog = summary.find((x) => x.config === "peer-log");
+  const rust = RUST_YARDSTICKS.map(([name]) => summary.find((x) => x.config === name)).filter(Boolean);
   const ratio = (a, b) => (b > 0 ? a / b : NaN);
   const verdict = (ok) => (ok ? "met" : "NOT met");
   return summary
@@ -94,10 +113,16 @@ export function coldVerdicts(summary) {
         ? `; against the logging yardsticks: first request ${fmt(ratio(r.cpu_first_ms, peerLog.cpu_first_ms), 1)}× peer-log's ${fmt(peerLog.cpu_first_ms, 1)} ms, ` +
           `CPU over floor-log ${fmt(r.over_floor_log_cpu_ms, 1)} vs ${fmt(peerLog.over_floor_log_cpu_ms, 1)} ms (${fmt(ratio(r.over_floor_log_cpu_ms, peerLog.over_floor_log_cpu_ms), 1)}×)`
         : "";
+      // The issue-54 limit: the first request within 2× what any Rust/wasm router pays.
+      const rustPart = rust.length
+        ? `; against the Rust yardsticks: first request ${rust.map((y) => `${fmt(ratio(r.cpu_first_ms, y.cpu_first_ms), 1)}× ${y.config}'s ${fmt(y.cpu_first_ms, 1)} ms`).join(", ")}` +
+          (rust[0].config === "rust-floor" ? ` (target ≤ 2× rust-floor: ${verdict(r.cpu_first_ms <= 2 * rust[0].cpu_first_ms)})` : "")
+        : "";
       return (
         `${r.config}: first request CPU ${fmt(r.cpu_first_ms, 1)} ms (target ≤ 5: ${verdict(r.cpu_first_ms <= 5)}), ${fmt(first, 1)}× the peer's ${fmt(peer.cpu_first_ms, 1)} ms (aim ≤ 2×: ${verdict(first <= 2)}); ` +
         `CPU over the floor ${fmt(r.over_floor_cpu_ms, 1)} vs ${fmt(peer.over_floor_cpu_ms, 1)} ms, ${fmt(over, 1)}× the peer's (target ≤ 3×: ${verdict(over <= 3)}); total time ${fmt(ratio(r.total_ms, peer.total_ms), 2)}× the peer's` +
-        logging
+        logging +
+        rustPart
       );
     });
 }
@@ -121,8 +146,11 @@ export function timedReport(result, { opt, peersDir, warmStats }) {
     out.push(`\n== Against the floor and the peer (same round and concurrency; medians over rounds)`);
     out.push(
       table(
-        ["config", "conc", "req/s", "CPU µs/req", "CPU +µs over floor-log", "req/s ×peer-log", "CPU +µs over peer-log"],
-        summary.map((s) => [s.config, s.concurrency, fmt(s.rps), fmt(s.cpu_us_per_req), fmt(s.vs_floor_log_cpu_extra_us), fmt(s.vs_peer_log_rps, 2), fmt(s.vs_peer_log_cpu_extra_us)]),
+        ["config", "conc", "req/s", "CPU µs/req", "CPU +µs over floor-log", "req/s ×peer-log", "CPU +µs over peer-log", "CPU +µs over rust-floor", "req/s ×rust-floor", "CPU +µs over workers-rs"],
+        summary.map((s) => [
+          s.config, s.concurrency, fmt(s.rps), fmt(s.cpu_us_per_req), fmt(s.vs_floor_log_cpu_extra_us), fmt(s.vs_peer_log_rps, 2), fmt(s.vs_peer_log_cpu_extra_us),
+          fmt(s.vs_rust_floor_cpu_extra_us), fmt(s.vs_rust_floor_rps, 2), fmt(s.vs_workers_rs_cpu_extra_us),
+        ]),
       ),
     );
     out.push(...targetVerdicts(summary, opt.concurrency).map((v) => `   ${v}`));
@@ -212,7 +240,7 @@ export function resultsSection(result, { command, commit, started, ended, runSta
   const verdicts = targetVerdicts(summary, o.concurrency);
   if (verdicts.length && summary.some((s) => s.config === "floor-log")) {
     out.push("");
-    out.push("Targets (issue 20):");
+    out.push("Targets:");
     out.push("");
     for (const v of verdicts) out.push(`* ${v}`);
   }

@@ -87,6 +87,10 @@ function workers({ s, sinkAddr, ts, peers }) {
   return {
     routerVars,
     nullWorker: { scriptPath: join(ROOT, "bench", "null-worker.mjs"), bindings: { UPSTREAM: sinkAddr } },
+    // The Rust yardsticks (bench/build-yardsticks.sh builds them), with the
+    // floor's log line as the router has its own.
+    rustFloor: { scriptPath: join(ROOT, "target", "rust-floor", "worker", "entry.mjs"), bindings: { UPSTREAM: sinkAddr, LOG: "1" } },
+    workersRs: (more = { LOG: "1" }) => ({ scriptPath: join(ROOT, "target", "workers-rs", "build", "index.js"), bindings: { UPSTREAM: sinkAddr, ...more } }),
     router: (ruleset, more = {}) => ({ ...router, bindings: { ...routerVars(ruleset), ...more } }),
     base: (ruleset) => ({ ...base, bindings: routerVars(ruleset) }),
     floor: (more = {}) => ({ ...floor, bindings: { UPSTREAM: sinkAddr, ...more } }),
@@ -110,6 +114,8 @@ function configurations({ s, sinkAddr, peersThere, workers: w }) {
           { name: "peer-log", options: w.peer({ LOG: "1" }), warm: true },
         ]
       : []),
+    { name: "rust-floor", options: w.rustFloor },
+    { name: "workers-rs", options: w.workersRs() },
     { name: "passthrough", options: w.router("passthrough") },
     { name: "token-warm", options: w.router("session_token"), warm: true },
     // The same with GITLAB_REQUEST_LOG=errors: no log line for routine requests.
@@ -124,8 +130,8 @@ function configurations({ s, sinkAddr, peersThere, workers: w }) {
     { name: "token-cold", options: w.router("session_token"), cold: true },
   ];
   if (s.extra) {
-    // The workers-rs floor: a Rust worker that only forwards (no rules, no log).
-    specs.push({ name: "rust-null", options: { scriptPath: join(ROOT, "bench", "rust-null", "build", "index.js"), bindings: { UPSTREAM: sinkAddr } } });
+    // The workers-rs entry alone: a Rust worker that only forwards (no header work, no log).
+    specs.push({ name: "rust-null", options: w.workersRs({ FORWARD_ONLY: "1" }) });
     specs.push({ name: "null-log", options: { ...w.nullWorker, bindings: { UPSTREAM: sinkAddr, LOG: "1" } } });
     specs.push({ name: "cold-nocache", options: { ...w.router("session_token"), cache: false }, cold: true });
     // token-warm with every forwarded request signed (Ed25519, a fresh key
@@ -140,10 +146,10 @@ function configurations({ s, sinkAddr, peersThere, workers: w }) {
     specs.push({ name: "base-token-warm", options: w.base("session_token"), warm: true });
     specs.push({ name: "base-cells", options: w.base("cells"), warm: true });
   }
-  if (s.configs.length) {
+  if (s.configs.length && !s.scale) {
     const unknown = s.configs.filter((c) => !specs.some((x) => x.name === c));
     if (unknown.length) throw new Error(`BENCH_CONFIGS names unknown configurations: ${unknown.join(", ")}`);
-    const baselines = s.skipYardsticks ? [] : ["null", "floor-log", "peer-log"];
+    const baselines = s.skipYardsticks ? [] : ["null", "floor-log", "peer-log", "rust-floor", "workers-rs"];
     const paired = s.paired.flat();
     return specs.filter((x) => baselines.includes(x.name) || s.configs.includes(x.name) || paired.includes(x.name));
   }
@@ -161,6 +167,9 @@ export function coldConfigurations({ s, peersThere, workers: w }) {
     // (docs/benchmark.md, "Cold start").
     peersThere && { name: "floor-log", options: w.floor({ LOG: "1" }) },
     peersThere && { name: "peer-log", options: w.peer({ LOG: "1" }) },
+    // What any Rust/wasm router pays for the same request, and the workers-rs way.
+    { name: "rust-floor", options: w.rustFloor },
+    { name: "workers-rs", options: w.workersRs() },
     { name: "router-session_token", options: w.router("session_token") },
     { name: "router-cells", options: w.router("cells") },
     // Without Miniflare's Cache API emulation (a JS worker over SQLite in

@@ -11,11 +11,11 @@ import { gzipSync } from "node:zlib";
 import { commitLabel } from "../doc-section.mjs";
 import { median } from "../paired.mjs";
 import { writeBenchReport } from "../report/bench-report.mjs";
-import { coldStart } from "./cold.mjs";
+import { COLD_REQUEST, coldStart } from "./cold.mjs";
 import { measure } from "./load.mjs";
 import { log } from "./processes.mjs";
 import { CLK_TCK } from "./proc.mjs";
-import { fmt, medOrNull, parseDivan, recordResults, timedReport } from "./report.mjs";
+import { RUST_YARDSTICKS, fmt, medOrNull, parseDivan, recordResults, timedReport } from "./report.mjs";
 import { ROOT, driverOptions } from "./settings.mjs";
 import { coldConfigurations } from "./stack.mjs";
 import { streamingAndMemory } from "./streaming.mjs";
@@ -52,6 +52,13 @@ async function loadRounds(ctx, targets) {
     r.vs_floor_log_cpu_extra_us = floorLog ? r.cpu_us_per_req - floorLog.cpu_us_per_req : null;
     r.vs_peer_log_rps = peerLog ? r.rps / peerLog.rps : null;
     r.vs_peer_log_cpu_extra_us = peerLog ? r.cpu_us_per_req - peerLog.cpu_us_per_req : null;
+    // The Rust yardsticks: the least any Rust/wasm router pays, and the
+    // workers-rs way of writing one (both with the floor's log line).
+    for (const [name, key] of RUST_YARDSTICKS) {
+      const y = same(name);
+      r[`vs_${key}_cpu_extra_us`] = y ? r.cpu_us_per_req - y.cpu_us_per_req : null;
+      r[`vs_${key}_rps`] = y ? r.rps / y.rps : null;
+    }
   }
   return runs;
 }
@@ -85,6 +92,9 @@ function summarise(runs, targets, concurrency) {
         vs_floor_log_cpu_extra_us: medOrNull(rs.map((r) => r.vs_floor_log_cpu_extra_us)),
         vs_peer_log_rps: medOrNull(rs.map((r) => r.vs_peer_log_rps)),
         vs_peer_log_cpu_extra_us: medOrNull(rs.map((r) => r.vs_peer_log_cpu_extra_us)),
+        ...Object.fromEntries(
+          RUST_YARDSTICKS.flatMap(([, key]) => [`vs_${key}_cpu_extra_us`, `vs_${key}_rps`]).map((k) => [k, medOrNull(rs.map((r) => r[k]))]),
+        ),
       });
     }
   }
@@ -119,10 +129,7 @@ export async function timedMode(ctx, targets, outDir) {
     try {
       cold = await coldStart(
         coldSpecs,
-        {
-          path: "/group-3/project-1/-/tree/main",
-          headers: { cookie: "_gitlab_session=cell-3-0123456789abcdef0123456789abcdef", "accept-encoding": "identity" },
-        },
+        COLD_REQUEST,
         { samples: s.coldSamples, outboundHop: s.outboundHop },
       );
     } catch (e) {

@@ -11,7 +11,7 @@ import { reportCommand, writeReport } from "./write.mjs";
 import { barChart } from "./svg.mjs";
 
 // The yardsticks and baselines; every other configuration is the router.
-const YARDSTICKS = new Set(["null", "null-log", "rust-null", "floor", "floor-log", "peer", "peer-log"]);
+const YARDSTICKS = new Set(["null", "null-log", "rust-null", "rust-floor", "workers-rs", "floor", "floor-log", "peer", "peer-log"]);
 const COLOR = { router: "#0969da", yardstick: "#8c959f", floor: "#1a7f37", peer: "#bf8700" };
 const kindOf = (config) => (YARDSTICKS.has(config) ? "yardstick" : "router");
 
@@ -76,7 +76,7 @@ export function benchReport(result) {
   if (!summary.some((s) => s.config === "floor-log")) parts.push(`<p>No floor and peer in this run (no peers found): the bars stand alone.</p>`);
   for (const c of concurrency) parts.push(cpuChart(summary, c));
   const verdicts = targetVerdicts(summary, concurrency);
-  if (verdicts.length && summary.some((s) => s.config === "floor-log")) parts.push(`<p>Targets (issue 20):</p><ul>${verdicts.map((v) => `<li>${esc(v)}</li>`).join("")}</ul>`);
+  if (verdicts.length && summary.some((s) => s.config === "floor-log")) parts.push(`<p>Targets:</p><ul>${verdicts.map((v) => `<li>${esc(v)}</li>`).join("")}</ul>`);
   parts.push(
     table(
       ["config", "conc", "req/s", "p50 ms", "p99 ms", "CPU µs/req", "CPU +µs over floor-log", "req/s × peer-log", "CPU +µs over peer-log", "TS calls/req"],

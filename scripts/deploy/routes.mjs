@@ -9,18 +9,8 @@
  * uncheckable. Pure.
  */
 export function missingRoutes(wanted, publishedByZone, workerName) {
-  const missing = [];
-  const uncheckable = [];
-  for (const route of wanted) {
-    const zone = routeZone(route);
-    const pattern = typeof route === "string" ? route : route.pattern;
-    if (!zone) {
-      uncheckable.push(pattern);
-      continue;
-    }
-    const published = publishedByZone[zone] ?? [];
-    if (!published.some((r) => r.pattern === pattern && r.script === workerName)) missing.push(pattern);
-  }
+  const { routes, uncheckable } = routeOwners(wanted, publishedByZone);
+  const missing = routes.filter((r) => r.published?.script !== workerName).map((r) => r.pattern);
   return { missing, uncheckable };
 }
 
@@ -32,31 +22,12 @@ export function routeZone(route) {
   return null;
 }
 
-/** Reads the published routes of every zone the wanted routes name, then compares. */
-export async function checkRoutes(api, wanted, workerName) {
-  const publishedByZone = {};
-  for (const route of wanted) {
-    const zone = routeZone(route);
-    if (!zone || zone in publishedByZone) continue;
-    let zoneId = route.zone_id;
-    if (!zoneId) {
-      const zones = await api.get("/zones", { name: route.zone_name });
-      if (!zones?.length) throw new Error(`zone ${route.zone_name} not found (does the API token have Zone:Read?)`);
-      zoneId = zones[0].id;
-    }
-    publishedByZone[zone] = await api.get(`/zones/${zoneId}/workers/routes`);
-  }
-  return missingRoutes(wanted, publishedByZone, workerName);
-}
-
 /**
- * Who serves each wanted route now: {routes: [{pattern, zoneId, published:
- * {id, script} | null}], uncheckable: [pattern]}. `published.script` is the
- * Worker the route points at (null: no Worker).
+ * Who serves each wanted route, given the routes published per zone and
+ * the zones' ids: {routes: [{pattern, zoneId, published: {id, script} |
+ * null}], uncheckable: [pattern]}. Pure.
  */
-export async function readRouteOwners(api, wanted) {
-  const zoneIds = {};
-  const byZone = {};
+function routeOwners(wanted, publishedByZone, zoneIds = {}) {
   const routes = [];
   const uncheckable = [];
   for (const route of wanted) {
@@ -66,20 +37,45 @@ export async function readRouteOwners(api, wanted) {
       uncheckable.push(pattern);
       continue;
     }
-    if (!(zone in zoneIds)) {
-      let zoneId = route.zone_id;
-      if (!zoneId) {
-        const zones = await api.get("/zones", { name: route.zone_name });
-        if (!zones?.length) throw new Error(`zone ${route.zone_name} not found (does the API token have Zone:Read?)`);
-        zoneId = zones[0].id;
-      }
-      zoneIds[zone] = zoneId;
-      byZone[zone] = await api.get(`/zones/${zoneId}/workers/routes`);
-    }
-    const found = (byZone[zone] ?? []).find((r) => r.pattern === pattern);
+    const found = (publishedByZone[zone] ?? []).find((r) => r.pattern === pattern);
     routes.push({ pattern, zoneId: zoneIds[zone], published: found ? { id: found.id, script: found.script ?? null } : null });
   }
   return { routes, uncheckable };
+}
+
+/** Reads the id and the published routes of every zone the wanted routes name. */
+async function readZones(api, wanted) {
+  const zoneIds = {};
+  const publishedByZone = {};
+  for (const route of wanted) {
+    const zone = routeZone(route);
+    if (!zone || zone in zoneIds) continue;
+    let zoneId = route.zone_id;
+    if (!zoneId) {
+      const zones = await api.get("/zones", { name: route.zone_name });
+      if (!zones?.length) throw new Error(`zone ${route.zone_name} not found (does the API token have Zone:Read?)`);
+      zoneId = zones[0].id;
+    }
+    zoneIds[zone] = zoneId;
+    publishedByZone[zone] = await api.get(`/zones/${zoneId}/workers/routes`);
+  }
+  return { zoneIds, publishedByZone };
+}
+
+/** Reads the published routes of every zone the wanted routes name, then compares. */
+export async function checkRoutes(api, wanted, workerName) {
+  const { publishedByZone } = await readZones(api, wanted);
+  return missingRoutes(wanted, publishedByZone, workerName);
+}
+
+/**
+ * Who serves each wanted route now: {routes: [{pattern, zoneId, published:
+ * {id, script} | null}], uncheckable: [pattern]}. `published.script` is the
+ * Worker the route points at (null: no Worker).
+ */
+export async function readRouteOwners(api, wanted) {
+  const { zoneIds, publishedByZone } = await readZones(api, wanted);
+  return routeOwners(wanted, publishedByZone, zoneIds);
 }
 
 /** The wanted routes another Worker serves: [{pattern, zoneId, id, owner}]. Pure. */

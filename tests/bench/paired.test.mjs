@@ -99,7 +99,7 @@ test("a configuration that fails to start fails the run, and what was started is
   assert.equal(live.size, 0);
 });
 
-test("target lines say met or NOT met for the pairs issue 20 names, and nothing for others", () => {
+test("target lines say met or NOT met for the pairs the targets name, and nothing for others", () => {
   const row = (a, b, cpu_extra_us, rps_ratio = 1) => ({ concurrency: 8, a, b, cpu_extra_us, rps_ratio });
   const lines = targetLines([
     row("token-warm", "floor-log", 9.5),

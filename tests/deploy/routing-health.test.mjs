@@ -113,6 +113,26 @@ const split = (versions) => Object.fromEntries(versions.map((v) => [v.version_id
 const newestVersion = (api) => api.scripts.get(NAME).versions[0].id;
 const healthy = { requests: 4000, errors: 4, p99_ms: 180 };
 
+/**
+ * A rollout of a broken version (its ruleset classifies everything to the
+ * first, legacy, cell): stopped at the smoke test by the routing checks,
+ * nothing shifted. Resolves setup's parts.
+ */
+async function deployBroken(t, options) {
+  const parts = await setup(t, options);
+  const { api, project, env, oldVersion } = parts;
+  api.setMetrics(DATASET, () => healthy);
+  setStagingVars(project.config, { GITLAB_RULES_CONFIG: "firstcell" });
+  // A ruleset change the shadow gate would stop first: these tests are the routing checks'.
+  const r = await runDeploy([ENV], env({ ROLLOUT_PERCENTAGES: "50 100", SHADOW_GATE: "false" }));
+  assert.equal(r.code, 1, explain(r));
+  const newVersion = newestVersion(api);
+  assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [oldVersion]: 100 }]);
+  // the router names the upstream it sent the session to: cell 1's address
+  assert.match(r.stderr, /SMOKE TEST FAILED before any traffic was shifted \(routing checks? failed: session of cell 2: reached cell 1 \(127\.0\.0\.1:\d+\), expected cell 2/);
+  return parts;
+}
+
 describe("routing checks and the metrics comparison through the real router", { concurrency: 1 }, () => {
   test("a healthy rollout passes: every family reaches its cell at every step, the metrics compare", async (t) => {
     const { api, edge, record, env, oldVersion } = await setup(t);
@@ -146,16 +166,7 @@ describe("routing checks and the metrics comparison through the real router", { 
   });
 
   test("a new version whose classification sends every session to the legacy cell is stopped by the routing checks, never promoted", async (t) => {
-    const { api, project, record, env, oldVersion, cell2 } = await setup(t);
-    api.setMetrics(DATASET, () => healthy);
-    // The broken version: its ruleset classifies everything to the first (legacy) cell.
-    setStagingVars(project.config, { GITLAB_RULES_CONFIG: "firstcell" });
-    // A ruleset change the shadow gate would stop first: these tests are the routing checks'.
-    const r = await runDeploy([ENV], env({ ROLLOUT_PERCENTAGES: "50 100", SHADOW_GATE: "false" }));
-    assert.equal(r.code, 1, explain(r));
-    const newVersion = newestVersion(api);
-    assert.deepEqual(api.deploymentsPosted(NAME).map(split), [{ [newVersion]: 0, [oldVersion]: 100 }, { [oldVersion]: 100 }]);
-    assert.match(r.stderr, /SMOKE TEST FAILED before any traffic was shifted \(routing checks? failed: session of cell 2: reached cell 1( \([^)]*\))?, expected cell 2/);
+    const { record, cell2 } = await deployBroken(t);
     const rec = record();
     assert.equal(rec.outcome, "rolled-back");
     assert.deepEqual(rec.steps.map((s) => [s.percentage, s.health.ok]), [[0, false]]);
@@ -163,6 +174,24 @@ describe("routing checks and the metrics comparison through the real router", { 
     assert.deepEqual([session2.new.status, session2.new.cell], [200, "1"]);
     // the router it ran was the real one: cell 2 never saw the smoke test's session
     assert.ok(cell2.seen.every((q) => !String(q.headers.cookie ?? "").includes("cell-2-")));
+  });
+
+  test("cells that do not name themselves: the router names each route to the smoke-test secret, a healthy rollout passes and a broken classification is stopped", async (t) => {
+    const healthySetup = await setup(t, { cellHeader: false });
+    healthySetup.api.setMetrics(DATASET, () => healthy);
+    const ok = await runDeploy([ENV], healthySetup.env({ ROLLOUT_PERCENTAGES: "100" }));
+    assert.equal(ok.code, 0, explain(ok));
+    const smoke = healthySetup.record().steps[0].health.routing.checks;
+    const byName = Object.fromEntries(smoke.map((c) => [c.name.split(" (")[0].split(":")[0], c.new]));
+    const { cell1, cell2 } = healthySetup;
+    assert.deepEqual(byName["session of cell 2"], { status: 200, namedBy: "router", cell: "2", rule: "session_cookie", upstream: `127.0.0.1:${cell2.port}`, registry: false });
+    assert.deepEqual([byName["routable token of cell 1"].cell, byName["routable token of cell 1"].rule], ["1", "private_token"]);
+    assert.deepEqual([byName["legacy fallthrough"].rule, byName["legacy fallthrough"].upstream], ["legacy", `127.0.0.1:${cell1.port}`]);
+    assert.match(ok.stderr, /routing check: session of cell 2: 200 from cell 2 \(rule session_cookie, 127\.0\.0\.1:\d+\)/);
+    // the router drops the secret before the cell, and names routes to nobody else
+    assert.ok([...cell1.seen, ...cell2.seen].every((q) => q.headers["x-gitlab-http-router-smoke-test"] === undefined));
+
+    await deployBroken(t, { cellHeader: false });
   });
 
   test("a new version whose 5xx ratio grows past the old's at 50 % is rolled back at 50 %", async (t) => {

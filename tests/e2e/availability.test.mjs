@@ -1,5 +1,5 @@
 // Nothing a client sends can take a cell offline, and the router's own
-// surfaces hold against hostile input (issue 34), through the real worker
+// surfaces hold against hostile input, through the real worker
 // in workerd in front of demo cells with GITLAB_CELLS listing them (their
 // circuits on): bodies as HTTP means them, client-made failures, TRACE and
 // CONNECT, Cloudflare's version override headers, hostile trace headers

@@ -291,9 +291,8 @@ async function startTopology(cells) {
   return { child: ts.child, url: `http://${ts.ready.addr}`, admin: `http://${ts.ready.admin}` };
 }
 
-// Issue 14: an audit found FNV-1a cache keys collide on demand, the service
-// client followed redirects, and every deployment of a zone shared one
-// Cache API namespace.
+// Cache keys that cannot be made to collide, a service client that follows
+// no redirect, and a Cache API namespace per deployment of a zone.
 describe("cache isolation", () => {
   // Its FNV-1a key was cell-2's: one request stored its 404 under cell-2's key.
   const FORGED_CELL_2 = "296371275170884690274592503895712990101298676239";

@@ -1,4 +1,4 @@
-// Cells as configuration (issue 16, SPEC §10) through the real worker in
+// Cells as configuration (SPEC §10) through the real worker in
 // workerd: GITLAB_CELLS, per-cell circuits (passive health), the scheduled
 // probe (active health), resolution without the Topology Service, and the
 // sign-in spread. Every cell is this test's own `devstack cell` process, so

@@ -1,4 +1,4 @@
-// Runtime controls (issue 17, docs/operations.md): the ROUTER_CONTROL KV
+// Runtime controls (docs/operations.md): the ROUTER_CONTROL KV
 // document as Miniflare emulates Workers KV, read by the real worker in
 // workerd at most once per GITLAB_CONTROL_REFRESH_SECONDS (1 s here): the
 // passthrough switch, disabled rules, an invalid document, and the purge

@@ -1,4 +1,4 @@
-// The cutover drill (issue 38, bench/cutover-drill.mjs) through workerd:
+// The cutover drill (bench/cutover-drill.mjs) through workerd:
 // two routers (isolates) sharing one Cache API in front of the demo
 // topology, the control document in wrangler's local KV store written by
 // the real rulesctl, organization acme moved from cell 2 to cell 3 with a

@@ -302,7 +302,7 @@ export function outcomeAllowed(outcome, allowed) {
  * only when the case asks for one; what the Topology Service was asked is
  * a well-formed classify body.
  */
-/** Headers only the router or Cloudflare may set (issue 14). */
+/** Headers only the router or Cloudflare may set. */
 const PROTECTED = /^(x-gitlab-http-router-|x-forwarded-|cf-access-|forwarded$|x-real-ip$|true-client-ip$|x-original-url$|x-rewrite-url$)/;
 
 export function commonProblems(r, c) {

@@ -1,4 +1,4 @@
-// Hostile input through the real worker in workerd (issue 7).
+// Hostile input through the real worker in workerd.
 //
 // Every case is generated from a family × its variations, with the outcome
 // it must have: routed to the cell named (checked by the echo's cell and by
@@ -447,7 +447,7 @@ function sessionTokenCases() {
     }
   }
 
-  // -- client identity, URL rewrites, underscore spellings (issue 14) --------
+  // -- client identity, URL rewrites, underscore spellings --------
   const CLIENT_IP = "203.0.113.7";
   const identity = [
     "X-Forwarded-For", "X-Real-IP", "True-Client-IP", "X-Original-URL", "X-Rewrite-URL",

@@ -1,4 +1,4 @@
-// The memory cache bounded in bytes, through workerd (issue 50): 10,000
+// The memory cache bounded in bytes, through workerd: 10,000
 // anonymous registry requests, each for a repository never asked before,
 // against the built worker (the test build's `memory-probe` feature reads
 // the isolate's wasm memory and the cache's size) with devstack's Topology

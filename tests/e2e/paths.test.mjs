@@ -1,4 +1,4 @@
-// Path routing (issue 13, SPEC §9) through the real worker in workerd with
+// Path routing (SPEC §9) through the real worker in workerd with
 // the `cells` ruleset, in front of `devstack up` with the shipped demo
 // topology: cell 2 owns cell2-group, acme, acme-org, projects 200/201,
 // namespace 20 and serves cell2-group/demo over git http-backend; cell 3

@@ -1,5 +1,5 @@
 // The route families of GitLab's route snapshot that name their owner in
-// the path (issue 35, rules/route_claims.txt) through the real worker in
+// the path (rules/route_claims.txt) through the real worker in
 // workerd with the `cells` ruleset, in front of `devstack up` with the
 // shipped demo topology: cell 2 owns cell2-group, acme-org, project 200,
 // namespace 20, user cell2-user; cell 3 owns cell3-group, cell3-org,

@@ -1,4 +1,4 @@
-// Issue 40 at a small scale, through the real worker in workerd: more keys
+// A stale answer evicted from memory, through the real worker in workerd: more keys
 // than the memory cache holds (GITLAB_MEMORY_CACHE_ENTRIES=2), the TTL
 // passes, the Topology Service errs. An answer evicted from memory must
 // still stand in from the Cache API for the stale window (the full soak

@@ -1,4 +1,4 @@
-// A 404 storm that heals itself (issue 38, docs/decisions.md "A 404 that
+// A 404 storm that heals itself (docs/decisions-operations.md "A 404 that
 // contradicts the cell list"): the Topology Service answers 404 to every
 // key for a while, then recovers. Sessions whose prefix names a cell of
 // GITLAB_CELLS are routed by the list meanwhile and right after, without

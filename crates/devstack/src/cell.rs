@@ -36,9 +36,29 @@ const CHUNK: usize = 64 * 1024;
 
 pub struct CellState {
     id: String,
+    stats: CellStats,
+    /// Repositories served over Git smart HTTP, if any.
+    git: Option<Arc<GitRepos>>,
+    /// The route-learning endpoint, on cells started by `devstack up`.
+    learn: Option<Arc<LearnService>>,
+    /// Maintenance mode (`POST /_maintenance`): requests whose path starts
+    /// with one of these prefixes (compared case-insensitively) are
+    /// answered 503 with `Retry-After` (seconds), as a cell moving an
+    /// organization away answers it.
+    maintenance: Mutex<(Vec<String>, u32)>,
+}
+
+/// What a cell's `GET /_stats` reports, field for field;
+/// `POST /_stats/reset` zeroes its counts and histories (not its gauges)
+/// and reports it again.
+#[derive(Default)]
+struct CellStats {
+    /// HTTP requests answered by the echo (not the test endpoints).
     requests: AtomicU64,
+    /// WebSocket echo sessions opened.
     websockets: AtomicU64,
-    last: Mutex<VecDeque<Value>>,
+    /// The most recent requests, as echoed.
+    last_requests: Mutex<VecDeque<Value>>,
     /// HTTP requests (not WebSockets) being handled now: gauge.
     in_flight: AtomicU64,
     /// HTTP requests whose handler was dropped before it produced an
@@ -52,19 +72,51 @@ pub struct CellState {
     websockets_open: AtomicU64,
     /// How the most recent WebSocket sessions ended (see [`ws_end`]).
     websocket_closes: Mutex<VecDeque<Value>>,
-    /// Repositories served over Git smart HTTP, if any.
-    git: Option<Arc<GitRepos>>,
     /// `GET /-/readiness` answered (the router's health probe; not counted
     /// in `requests`).
     health_probes: AtomicU64,
-    /// The route-learning endpoint, on cells started by `devstack up`.
-    learn: Option<Arc<LearnService>>,
-    /// Maintenance mode (`POST /_maintenance`): requests whose path starts
-    /// with one of these prefixes (compared case-insensitively) are
-    /// answered 503 with `Retry-After` (seconds), as a cell moving an
-    /// organization away answers it; and how many were.
-    maintenance: Mutex<(Vec<String>, u32)>,
+    /// Route-learning calls answered (0 on a cell without the endpoint).
+    learn_calls: AtomicU64,
+    /// Requests refused by maintenance mode.
     maintenance_refused: AtomicU64,
+}
+
+impl CellStats {
+    fn to_json(&self, cell: &str) -> Value {
+        let count = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        json!({
+            "cell": cell,
+            "requests": count(&self.requests),
+            "websockets": count(&self.websockets),
+            "last_requests": *self.last_requests.lock().unwrap(),
+            "in_flight": count(&self.in_flight),
+            "abandoned": count(&self.abandoned),
+            "responses_cut": count(&self.responses_cut),
+            "websockets_open": count(&self.websockets_open),
+            "websocket_closes": *self.websocket_closes.lock().unwrap(),
+            "health_probes": count(&self.health_probes),
+            "learn_calls": count(&self.learn_calls),
+            "maintenance_refused": count(&self.maintenance_refused),
+        })
+    }
+
+    /// Every count and history back to empty; the gauges (`in_flight`,
+    /// `websockets_open`) stay what they are.
+    fn reset(&self) {
+        for count in [
+            &self.requests,
+            &self.websockets,
+            &self.abandoned,
+            &self.responses_cut,
+            &self.health_probes,
+            &self.learn_calls,
+            &self.maintenance_refused,
+        ] {
+            count.store(0, Ordering::SeqCst);
+        }
+        self.last_requests.lock().unwrap().clear();
+        self.websocket_closes.lock().unwrap().clear();
+    }
 }
 
 /// `GET /api/v4/internal/cells/learn?method=M&path_info=P`: route learning
@@ -72,12 +124,11 @@ pub struct CellState {
 /// Topology Service, on every demo cell of `devstack up`. Test controls:
 /// `POST /_learn/mode?set=ok|fail|garbage&delay_ms=N` (fail: 500; garbage:
 /// a 200 that is not an answer; delay: before answering), and the calls
-/// counted in `/_stats` as `learn_calls`.
+/// counted in the cell's `/_stats` as `learn_calls`.
 pub struct LearnService {
     dir: crate::topology::Directory,
     cache_control: String,
     not_found_cache_control: String,
-    calls: AtomicU64,
     mode: Mutex<(String, u64)>,
 }
 
@@ -91,7 +142,6 @@ impl LearnService {
             dir,
             cache_control,
             not_found_cache_control,
-            calls: AtomicU64::new(0),
             mode: Mutex::new(("ok".to_string(), 0)),
         })
     }
@@ -129,41 +179,15 @@ impl LearnService {
     }
 }
 
-/// `%XX` and `+` decoded (query values).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = |b: u8| char::from(b).to_digit(16);
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 2;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
+/// The first value of `name` in `query`, `%XX` and `+` decoded.
 fn query_param(query: &str, name: &str) -> Option<String> {
-    query
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| percent_decode(v))
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 async fn learn(state: &CellState, learn: &LearnService, query: &str) -> Response<Body> {
-    learn.calls.fetch_add(1, Ordering::SeqCst);
+    state.stats.learn_calls.fetch_add(1, Ordering::SeqCst);
     let (mode, delay_ms) = learn.mode.lock().unwrap().clone();
     if delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(delay_ms.min(MAX_DELAY_MS))).await;
@@ -199,7 +223,7 @@ struct InFlight {
 
 impl InFlight {
     fn new(state: Arc<CellState>) -> InFlight {
-        state.in_flight.fetch_add(1, Ordering::SeqCst);
+        state.stats.in_flight.fetch_add(1, Ordering::SeqCst);
         InFlight {
             state,
             answered: false,
@@ -213,9 +237,9 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.state.stats.in_flight.fetch_sub(1, Ordering::SeqCst);
         if !self.answered {
-            self.state.abandoned.fetch_add(1, Ordering::SeqCst);
+            self.state.stats.abandoned.fetch_add(1, Ordering::SeqCst);
             eprintln!(
                 "cell {}: request abandoned before its answer (connection closed)",
                 self.state.id
@@ -239,19 +263,10 @@ pub fn serve(
 ) {
     let state = Arc::new(CellState {
         id,
-        requests: AtomicU64::new(0),
-        websockets: AtomicU64::new(0),
-        last: Mutex::new(VecDeque::new()),
-        in_flight: AtomicU64::new(0),
-        abandoned: AtomicU64::new(0),
-        responses_cut: AtomicU64::new(0),
-        websockets_open: AtomicU64::new(0),
-        websocket_closes: Mutex::new(VecDeque::new()),
+        stats: CellStats::default(),
         git,
-        health_probes: AtomicU64::new(0),
         learn,
         maintenance: Mutex::new((Vec::new(), 0)),
-        maintenance_refused: AtomicU64::new(0),
     });
     crate::http::spawn_accept_loop(listener, move |req, peer| handle(state.clone(), req, peer));
 }
@@ -413,61 +428,30 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
     match (req.method(), path.as_str()) {
         (&Method::POST, "/_maintenance") => return maintenance(&state, req).await,
         (&Method::GET, "/_stats") => {
-            let body = json!({
-                "cell": state.id,
-                "requests": state.requests.load(Ordering::SeqCst),
-                "websockets": state.websockets.load(Ordering::SeqCst),
-                "last_requests": *state.last.lock().unwrap(),
-                "in_flight": state.in_flight.load(Ordering::SeqCst),
-                "abandoned": state.abandoned.load(Ordering::SeqCst),
-                "responses_cut": state.responses_cut.load(Ordering::SeqCst),
-                "websockets_open": state.websockets_open.load(Ordering::SeqCst),
-                "websocket_closes": *state.websocket_closes.lock().unwrap(),
-                "health_probes": state.health_probes.load(Ordering::SeqCst),
-                "learn_calls": state.learn.as_ref().map_or(0, |l| l.calls.load(Ordering::SeqCst)),
-                "maintenance_refused": state.maintenance_refused.load(Ordering::SeqCst),
-            });
+            let body = state.stats.to_json(&state.id);
             return with_cell_header(&state, json_response(StatusCode::OK, &body));
         }
         // The router's scheduled health probe (GITLAB_CELLS health_path).
         (&Method::GET, "/-/readiness") => {
-            state.health_probes.fetch_add(1, Ordering::SeqCst);
+            state.stats.health_probes.fetch_add(1, Ordering::SeqCst);
             let body = json!({"status": "ok", "cell": state.id});
             return with_cell_header(&state, json_response(StatusCode::OK, &body));
         }
         (&Method::POST, "/_stats/reset") => {
-            if let Some(l) = &state.learn {
-                l.calls.store(0, Ordering::SeqCst);
-            }
-            state.requests.store(0, Ordering::SeqCst);
-            state.websockets.store(0, Ordering::SeqCst);
-            state.last.lock().unwrap().clear();
-            state.abandoned.store(0, Ordering::SeqCst);
-            state.responses_cut.store(0, Ordering::SeqCst);
-            state.websocket_closes.lock().unwrap().clear();
-            let body = json!({
-                "cell": state.id,
-                "requests": 0,
-                "websockets": 0,
-                "last_requests": [],
-                "in_flight": state.in_flight.load(Ordering::SeqCst),
-                "abandoned": 0,
-                "responses_cut": 0,
-                "websockets_open": state.websockets_open.load(Ordering::SeqCst),
-                "websocket_closes": [],
-            });
+            state.stats.reset();
+            let body = state.stats.to_json(&state.id);
             return with_cell_header(&state, json_response(StatusCode::OK, &body));
         }
         _ => {}
     }
 
-    state.requests.fetch_add(1, Ordering::SeqCst);
+    state.stats.requests.fetch_add(1, Ordering::SeqCst);
     let method = req.method().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let headers = headers_json(req.headers());
     {
         crate::http::push_capped(
-            &mut state.last.lock().unwrap(),
+            &mut state.stats.last_requests.lock().unwrap(),
             json!({"method": method, "path": path, "query": query, "headers": headers.clone()}),
         );
     }
@@ -486,7 +470,10 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
             .then_some(*retry_after)
     };
     if let Some(retry_after) = refused_for {
-        state.maintenance_refused.fetch_add(1, Ordering::SeqCst);
+        state
+            .stats
+            .maintenance_refused
+            .fetch_add(1, Ordering::SeqCst);
         let mut resp = json_response(
             StatusCode::SERVICE_UNAVAILABLE,
             &json!({"cell": state.id, "error": "maintenance", "path": path}),
@@ -582,7 +569,7 @@ async fn handle(state: Arc<CellState>, req: Request<Incoming>, peer: SocketAddr)
     // names the cell, so the router's session rule sends the form's POST
     // back here.
     if method == "GET" && path == "/users/sign_in" {
-        let n = state.requests.load(Ordering::SeqCst);
+        let n = state.stats.requests.load(Ordering::SeqCst);
         let secret = hex::encode(Sha256::digest(format!("{}-{n}", state.id)));
         let cookie = format!(
             "_gitlab_session=cell-{}-{}; path=/; HttpOnly",
@@ -634,7 +621,7 @@ impl PatternBody {
 impl Drop for PatternBody {
     fn drop(&mut self) {
         if let (Some(state), true) = (&self.cut_counter, self.remaining > 0) {
-            state.responses_cut.fetch_add(1, Ordering::SeqCst);
+            state.stats.responses_cut.fetch_add(1, Ordering::SeqCst);
             eprintln!(
                 "cell {}: response body cut with {} bytes unsent",
                 state.id, self.remaining
@@ -694,8 +681,8 @@ fn websocket(state: Arc<CellState>, mut req: Request<Incoming>, headers: Value) 
     tokio::spawn(async move {
         match on_upgrade.await {
             Ok(upgraded) => {
-                st.websockets.fetch_add(1, Ordering::SeqCst);
-                st.websockets_open.fetch_add(1, Ordering::SeqCst);
+                st.stats.websockets.fetch_add(1, Ordering::SeqCst);
+                st.stats.websockets_open.fetch_add(1, Ordering::SeqCst);
                 let ws =
                     WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None)
                         .await;
@@ -703,8 +690,11 @@ fn websocket(state: Arc<CellState>, mut req: Request<Incoming>, headers: Value) 
                 if let Err(e) = &end.error {
                     eprintln!("cell {}: websocket ended with error: {e}", st.id);
                 }
-                st.websockets_open.fetch_sub(1, Ordering::SeqCst);
-                crate::http::push_capped(&mut st.websocket_closes.lock().unwrap(), ws_end(&end));
+                st.stats.websockets_open.fetch_sub(1, Ordering::SeqCst);
+                crate::http::push_capped(
+                    &mut st.stats.websocket_closes.lock().unwrap(),
+                    ws_end(&end),
+                );
             }
             Err(e) => eprintln!("cell {}: websocket upgrade failed: {e}", st.id),
         }

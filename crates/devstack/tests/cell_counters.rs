@@ -173,3 +173,34 @@ async fn websocket_sessions_record_how_they_ended() {
     let r = request(a, "POST", "/_stats/reset", &[], full("")).await;
     assert_eq!(r.json()["websocket_closes"], serde_json::json!([]));
 }
+
+#[tokio::test]
+async fn a_reset_reports_what_stats_reports_with_every_count_and_history_emptied() {
+    let p = cell("5");
+    let a = p.addr();
+    get(a, "/x").await;
+    get(a, "/-/readiness").await;
+    let before = stats(a).await;
+    assert_eq!(
+        (
+            before["requests"].as_u64(),
+            before["health_probes"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    let reset = request(a, "POST", "/_stats/reset", &[], full(""))
+        .await
+        .json();
+    let fields = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(fields(&reset), fields(&before));
+    for (field, value) in reset.as_object().unwrap() {
+        match field.as_str() {
+            "cell" => assert_eq!(value, "5"),
+            "last_requests" | "websocket_closes" => {
+                assert_eq!(value, &serde_json::json!([]), "{field}")
+            }
+            _ => assert_eq!(value, 0, "{field}"),
+        }
+    }
+    assert_eq!(stats(a).await, reset);
+}

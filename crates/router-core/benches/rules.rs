@@ -292,8 +292,7 @@ fn cells_mix_decide(bencher: Bencher) {
 
 /// The mix plus the resolver's memory-cache key for classify decisions
 /// (what a warm request costs in the core before the memory-cache lookup):
-/// the canonical body itself since issue 14 (before it, `cache_key()`: the
-/// body and its FNV-1a hash).
+/// the canonical body itself.
 #[divan::bench(counter = divan::counter::ItemsCount::new(MIX_LEN))]
 fn mix_with_cache_key(bencher: Bencher) {
     let rules = ruleset();
@@ -343,7 +342,7 @@ fn mix_cell_health(bencher: Bencher) {
 /// time / 1000.
 #[divan::bench(counter = divan::counter::ItemsCount::new(MIX_LEN))]
 fn mix_parts_and_log_line(bencher: Bencher) {
-    use router_core::log::RequestLog;
+    use router_core::log::{ChosenBy, RequestAction, RequestLog};
     let rules = ruleset();
     let urls: Vec<(String, String)> = mix(&rules)
         .iter()
@@ -368,9 +367,9 @@ fn mix_parts_and_log_line(bencher: Bencher) {
                 method: &parts.method,
                 path: &parts.path,
                 rule: Some("session_cookie"),
-                action: "classify",
+                action: RequestAction::Classify,
                 upstream: Some("cell-3.cells.gitlab.net".to_string()),
-                chosen_by: Some("cache"),
+                chosen_by: Some(ChosenBy::Cache),
                 request_id: "0f1e2d3c-4b5a-4697-8877-665544332211",
                 traceparent: trace,
                 ..Default::default()

@@ -1,4 +1,4 @@
-//! Runtime controls (issue 17): switches an on-call engineer flips without a
+//! Runtime controls: switches an on-call engineer flips without a
 //! deploy, read by every isolate from one JSON document in Workers KV
 //! (`ROUTER_CONTROL`, key [`CONTROL_KEY`]) at most once per interval.
 //!

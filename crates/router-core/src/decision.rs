@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::log::RequestAction;
 use crate::question::ClassifyRequest;
 
 /// What a rule decided for a request.
@@ -98,13 +99,18 @@ impl Decision<'_> {
 }
 
 impl Action<'_> {
-    /// `classify`, `proxy`, `reject` or `spread`, as `X-Gitlab-Http-Router-Rule-Action` says.
-    pub fn name(&self) -> &'static str {
+    /// The action as the log line names it.
+    pub fn log_action(&self) -> RequestAction {
         match self {
-            Action::Proxy { .. } => "proxy",
-            Action::Classify(_) => "classify",
-            Action::Reject { .. } => "reject",
-            Action::Spread => "spread",
+            Action::Proxy { .. } => RequestAction::Proxy,
+            Action::Classify(_) => RequestAction::Classify,
+            Action::Reject { .. } => RequestAction::Reject,
+            Action::Spread => RequestAction::Spread,
         }
+    }
+
+    /// `classify`, `proxy`, `reject` or `spread`.
+    pub fn name(&self) -> &'static str {
+        self.log_action().name()
     }
 }

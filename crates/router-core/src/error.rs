@@ -25,26 +25,9 @@ pub enum RulesetError {
 /// crash; the edge maps them to a status in exactly one place.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum RouterError {
-    #[error("topology service unreachable: {0}")]
-    TopologyUnreachable(String),
-    #[error("topology service timed out after {0} ms")]
-    TopologyTimeout(u32),
-    #[error("topology service answered status {0}")]
-    TopologyStatus(u16),
-    #[error("topology service not asked: {0} (it has been failing)")]
-    TopologyGuarded(&'static str),
-    #[error("topology service answer not understood: {0}")]
-    TopologyBadAnswer(String),
-    #[error("route learning: learn endpoint unreachable: {0}")]
-    LearnUnreachable(String),
-    #[error("route learning: learn endpoint timed out after {0} ms")]
-    LearnTimeout(u32),
-    #[error("route learning: learn endpoint answered status {0}")]
-    LearnStatus(u16),
-    #[error("route learning: learn answer not understood: {0}")]
-    LearnBadAnswer(String),
-    #[error("route learning: learn endpoint not asked: {0} (it has been failing)")]
-    LearnGuarded(&'static str),
+    /// A call to the Topology Service or a cell's learn endpoint failed.
+    #[error("{0}")]
+    Service(ServiceError),
     #[error("cell has no registry address for a registry request")]
     NoRegistryAddress,
     #[error("upstream host not allowed: {0}")]
@@ -87,16 +70,7 @@ impl RouterError {
     /// one word per variant, nothing of its message.
     pub fn kind(&self) -> &'static str {
         match self {
-            RouterError::TopologyUnreachable(_) => "topology_unreachable",
-            RouterError::TopologyTimeout(_) => "topology_timeout",
-            RouterError::TopologyStatus(_) => "topology_status",
-            RouterError::TopologyGuarded(_) => "topology_guarded",
-            RouterError::TopologyBadAnswer(_) => "topology_bad_answer",
-            RouterError::LearnUnreachable(_) => "learn_unreachable",
-            RouterError::LearnTimeout(_) => "learn_timeout",
-            RouterError::LearnStatus(_) => "learn_status",
-            RouterError::LearnBadAnswer(_) => "learn_bad_answer",
-            RouterError::LearnGuarded(_) => "learn_guarded",
+            RouterError::Service(e) => e.kind(),
             RouterError::NoRegistryAddress => "no_registry_address",
             RouterError::UpstreamNotAllowed(_) => "upstream_not_allowed",
             RouterError::NoLegacyCell => "no_legacy_cell",
@@ -110,5 +84,111 @@ impl RouterError {
     }
 }
 
+/// The service a classify question is asked of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// The Topology Service.
+    Topology,
+    /// The learn endpoint of a cell (route learning).
+    Learn,
+}
+
+impl Service {
+    /// The error for a call to this service that ended in `failure`.
+    pub fn failed(self, failure: ServiceFailure) -> RouterError {
+        RouterError::Service(ServiceError {
+            service: self,
+            failure,
+        })
+    }
+}
+
+/// How a call to a [`Service`] failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceFailure {
+    Unreachable(String),
+    /// After this many ms.
+    Timeout(u32),
+    Status(u16),
+    /// Not asked: its breaker is open, or its retry budget spent.
+    Guarded(&'static str),
+    BadAnswer(String),
+}
+
+/// A failed call to a service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceError {
+    pub service: Service,
+    pub failure: ServiceFailure,
+}
+
+impl ServiceError {
+    /// The error's name in a metrics data point: the service's, then the
+    /// failure's.
+    pub fn kind(&self) -> &'static str {
+        use ServiceFailure::*;
+        match (self.service, &self.failure) {
+            (Service::Topology, Unreachable(_)) => "topology_unreachable",
+            (Service::Topology, Timeout(_)) => "topology_timeout",
+            (Service::Topology, Status(_)) => "topology_status",
+            (Service::Topology, Guarded(_)) => "topology_guarded",
+            (Service::Topology, BadAnswer(_)) => "topology_bad_answer",
+            (Service::Learn, Unreachable(_)) => "learn_unreachable",
+            (Service::Learn, Timeout(_)) => "learn_timeout",
+            (Service::Learn, Status(_)) => "learn_status",
+            (Service::Learn, Guarded(_)) => "learn_guarded",
+            (Service::Learn, BadAnswer(_)) => "learn_bad_answer",
+        }
+    }
+}
+
+impl std::fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // What the log line calls the service, and its answer.
+        let (called, answer) = match self.service {
+            Service::Topology => ("topology service", "topology service answer"),
+            Service::Learn => (
+                "route learning: learn endpoint",
+                "route learning: learn answer",
+            ),
+        };
+        match &self.failure {
+            ServiceFailure::Unreachable(why) => write!(f, "{called} unreachable: {why}"),
+            ServiceFailure::Timeout(ms) => write!(f, "{called} timed out after {ms} ms"),
+            ServiceFailure::Status(status) => write!(f, "{called} answered status {status}"),
+            ServiceFailure::Guarded(why) => {
+                write!(f, "{called} not asked: {why} (it has been failing)")
+            }
+            ServiceFailure::BadAnswer(why) => write!(f, "{answer} not understood: {why}"),
+        }
+    }
+}
+
 // What a client sees for each error (its status, public message and
 // answer) is forward::answer's: the one place errors map to statuses.
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_failure_reads_as_its_service_and_failure_say() {
+        use ServiceFailure::*;
+        let cases = [
+            (Service::Topology, Unreachable("refused".into()), "topology_unreachable", "topology service unreachable: refused"),
+            (Service::Topology, Timeout(300), "topology_timeout", "topology service timed out after 300 ms"),
+            (Service::Topology, Status(503), "topology_status", "topology service answered status 503"),
+            (Service::Topology, Guarded("circuit open"), "topology_guarded", "topology service not asked: circuit open (it has been failing)"),
+            (Service::Topology, BadAnswer("body: x".into()), "topology_bad_answer", "topology service answer not understood: body: x"),
+            (Service::Learn, Unreachable("refused".into()), "learn_unreachable", "route learning: learn endpoint unreachable: refused"),
+            (Service::Learn, Timeout(300), "learn_timeout", "route learning: learn endpoint timed out after 300 ms"),
+            (Service::Learn, Status(503), "learn_status", "route learning: learn endpoint answered status 503"),
+            (Service::Learn, Guarded("retry budget spent"), "learn_guarded", "route learning: learn endpoint not asked: retry budget spent (it has been failing)"),
+            (Service::Learn, BadAnswer("no cell".into()), "learn_bad_answer", "route learning: learn answer not understood: no cell"),
+        ];
+        for (service, failure, kind, message) in cases {
+            let error = service.failed(failure);
+            assert_eq!((error.kind(), error.to_string().as_str()), (kind, message));
+        }
+    }
+}

@@ -5,8 +5,8 @@ const DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// Appends each of `bytes` as two lower-case hex digits, written straight
 /// into the string's spare room through a pointer: `String::push` of each
-/// digit was a call, a capacity test and a length update per digit at the
-/// worker's `opt-level = "s"` (~70 instructions a byte in workerd), and
+/// digit was a call, a capacity test and a length update per digit in the
+/// worker's wasm (~70 instructions a byte in workerd), and
 /// `spare_capacity_mut().chunks_exact_mut(2).zip(bytes)` still built its
 /// iterators in memory (~30 a byte).
 // Reviewed: the two unsafe blocks keep `out` UTF-8 and write only inside

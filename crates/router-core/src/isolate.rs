@@ -7,7 +7,7 @@ use std::cell::RefCell;
 
 use crate::config::Config;
 use crate::forward::headers::{CF_CONNECTING_IP, SMOKE_TEST_HEADER, VERSION_OVERRIDES};
-use crate::forward::{AllowList, Router};
+use crate::forward::{AllowList, IsolateView};
 use crate::log::RequestLogging;
 use crate::resolve::cells::CellHealth;
 use crate::select::HeaderInterest;
@@ -109,8 +109,8 @@ impl IsolateState {
 
     /// The forward phase's view of it, with what the control document says
     /// now (`logging`: `GITLAB_REQUEST_LOG` or its override).
-    pub fn router(&self, logging: RequestLogging, passthrough: bool) -> Router<'_> {
-        Router {
+    pub fn forward_view(&self, logging: RequestLogging, passthrough: bool) -> IsolateView<'_> {
+        IsolateView {
             ruleset: self.ruleset.as_ref().map_or("none", Ruleset::name),
             version: self.version.as_deref(),
             settings: self.config.forward_settings(),

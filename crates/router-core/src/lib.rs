@@ -35,6 +35,7 @@
 pub mod address;
 pub mod decision;
 pub mod error;
+mod fields;
 pub mod hex;
 pub mod input;
 pub mod json;
@@ -58,6 +59,10 @@ pub mod select;
 pub mod config;
 pub mod control;
 pub mod isolate;
+
+// The fakes the tests share (the `testutil` feature: integration tests).
+#[cfg(any(test, feature = "testutil"))]
+pub mod testutil;
 
 pub use decision::{Action, Decision};
 pub use error::{RouterError, RulesetError};

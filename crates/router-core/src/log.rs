@@ -5,6 +5,9 @@ use serde::Serialize;
 
 use crate::json::{push_escaped, push_quoted, push_u64};
 
+mod vocabulary;
+pub use vocabulary::{ChosenBy, Mode, RequestAction};
+
 /// Everything worth knowing about how one request was routed.
 #[derive(Debug, Default, Serialize)]
 pub struct RequestLog<'a> {
@@ -12,11 +15,11 @@ pub struct RequestLog<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub rule: Option<&'a str>,
-    pub action: &'a str,
+    pub action: RequestAction,
     /// `passthrough` while the control document says so (every request to
     /// the legacy cell, no rules).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mode: Option<&'static str>,
+    pub mode: Option<Mode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub classify_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -39,12 +42,9 @@ pub struct RequestLog<'a> {
     /// The `GITLAB_CELLS` id of the upstream, when it is a listed cell.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cell: Option<u64>,
-    /// Why the upstream was chosen (or refused): `service`, `cache`,
-    /// `stale`, `static` (the cell list, the service down), `spread`,
-    /// `fixed` (a proxy rule), `legacy` (the legacy cell), `circuit_open`
-    /// (answered 503: the cell is failing).
+    /// Why the upstream was chosen (or refused).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub chosen_by: Option<&'static str>,
+    pub chosen_by: Option<ChosenBy>,
     /// The request id (`X-Request-Id`) and `traceparent` the request was
     /// forwarded and its service calls made with ([`crate::trace`]).
     #[serde(skip_serializing_if = "str::is_empty")]
@@ -79,7 +79,7 @@ impl RequestLog<'_> {
                 self.cache,
                 Some(CacheLevel::Stale | CacheLevel::Fallback | CacheLevel::Static)
             )
-            || self.action == "reject"
+            || self.action == RequestAction::Reject
             || self.value_too_long.is_some()
     }
 
@@ -188,9 +188,9 @@ impl RequestLog<'_> {
             Some(rule) => string(out, r#""rule":"#, rule),
             None => out.push_str(r#""rule":null,"#),
         }
-        string(out, r#""action":"#, action);
+        string(out, r#""action":"#, action.name());
         if let Some(mode) = mode {
-            string(out, r#""mode":"#, mode);
+            string(out, r#""mode":"#, mode.name());
         }
         if let Some(kind) = classify_type {
             string(out, r#""classify_type":"#, kind);
@@ -228,7 +228,7 @@ impl RequestLog<'_> {
             number(out, r#""cell":"#, *cell);
         }
         if let Some(chosen_by) = chosen_by {
-            string(out, r#""chosen_by":"#, chosen_by);
+            string(out, r#""chosen_by":"#, chosen_by.name());
         }
         if !request_id.is_empty() {
             string(out, r#""request_id":"#, request_id);
@@ -365,7 +365,7 @@ mod tests {
             ruleset: "cells",
             method: "GET",
             path: "/",
-            action: "classify",
+            action: RequestAction::Classify,
             cache: Some(CacheLevel::Stale),
             ..Default::default()
         };
@@ -394,7 +394,7 @@ mod tests {
             method: "GET",
             path: "/",
             rule: Some("session"),
-            action: "classify",
+            action: RequestAction::Classify,
             classify_type: Some("SESSION_PREFIX"),
             cache: Some(CacheLevel::CacheApi),
             upstream: Some("127.0.0.1:9102".into()),
@@ -420,7 +420,7 @@ mod tests {
                 method: "GET",
                 path: "/\"status\":null,\"duration_ms\":0",
                 rule: Some("session"),
-                action: "classify",
+                action: RequestAction::Classify,
                 cache: Some(CacheLevel::Memory),
                 upstream: Some("127.0.0.1:9102".into()),
                 error: error.clone(),
@@ -444,8 +444,8 @@ mod tests {
             method: "POST",
             path: odd,
             rule: Some("path_namespace"),
-            action: "classify",
-            mode: Some("passthrough"),
+            action: RequestAction::Classify,
+            mode: Some(Mode::Passthrough),
             classify_type: Some("ROUTE"),
             cache: Some(CacheLevel::CacheApi),
             service_ms: Some(12),
@@ -455,7 +455,7 @@ mod tests {
             value_too_long: Some(odd),
             upstream: Some(odd.to_string()),
             cell: Some(3),
-            chosen_by: Some("circuit_open"),
+            chosen_by: Some(ChosenBy::CircuitOpen),
             request_id: "0123",
             traceparent: "00-ab-cd-01",
             version: Some("v1"),
@@ -504,7 +504,7 @@ mod tests {
     #[test]
     fn notable_outcomes() {
         let ok = RequestLog {
-            action: "proxy",
+            action: RequestAction::Proxy,
             status: Some(200),
             cache: Some(CacheLevel::Memory),
             ..Default::default()
@@ -529,7 +529,7 @@ mod tests {
         .is_notable());
         assert!(RequestLog {
             status: Some(400),
-            action: "reject",
+            action: RequestAction::Reject,
             ..Default::default()
         }
         .is_notable());

@@ -3,6 +3,7 @@
 use crate::json::PushAscii;
 use sha2::{Digest, Sha256};
 
+use crate::error::Service;
 use crate::json::push_quoted;
 
 /// Claim types the Topology Service knows, as `(UPPER_SNAKE, camelCase)`:
@@ -82,6 +83,15 @@ impl ClassifyKind {
             ClassifyKind::CellId => "CELL_ID",
             ClassifyKind::Claim(i) => claim_names(i).0,
             ClassifyKind::Learn => "LEARN",
+        }
+    }
+
+    /// The service asked for this kind: a cell's learn endpoint for a
+    /// learn question, else the Topology Service.
+    pub fn service(self) -> Service {
+        match self {
+            ClassifyKind::Learn => Service::Learn,
+            _ => Service::Topology,
         }
     }
 
@@ -214,7 +224,7 @@ impl ClassifyRequest {
     /// logs and purges, then the SHA-256 of the canonical body, so two
     /// questions can share a key only by breaking SHA-256. (It was FNV-1a
     /// 64, for which collisions are found in seconds: a forged session
-    /// prefix could poison another's entry; issue 14.) The in-isolate maps
+    /// prefix could poison another's entry.) The in-isolate maps
     /// key by [`ClassifyRequest::body`] itself, which needs no hash at all.
     pub fn cache_key(&self) -> String {
         Self::cache_key_of(self.kind, self.target, &self.body())
@@ -307,7 +317,7 @@ mod tests {
         );
     }
 
-    /// The key scheme before issue 14: `<type>-<target>-<FNV-1a 64>`.
+    /// The earlier key scheme: `<type>-<target>-<FNV-1a 64>`.
     fn fnv_key(request: &ClassifyRequest) -> String {
         let hash = fnv1a64(FNV_OFFSET, request.body().as_bytes());
         let kind = request.kind.name().to_ascii_lowercase();
@@ -324,7 +334,7 @@ mod tests {
         hash
     }
 
-    /// The audit's forged session prefix (issue 14): its FNV key was
+    /// The audit's forged session prefix: its FNV key was
     /// `cell-2`'s, so one request could overwrite `cell-2`'s answer.
     const FORGED_CELL_2: &str = "cell-296371275170884690274592503895712990101298676239";
 

@@ -327,66 +327,11 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
-    use std::collections::HashMap;
-
     use super::*;
     use crate::log::CacheLevel;
     use crate::resolve::topology::CachePolicy;
-    use crate::resolve::{CachedAnswer, ClientPolicy, RawAnswer, TransportError};
-
-    /// A Topology Service that knows some bodies and counts every call.
-    #[derive(Default)]
-    struct Service {
-        known: HashMap<String, String>,
-        calls: Cell<u32>,
-    }
-
-    impl TopologyTransport for &Service {
-        async fn classify(
-            &self,
-            body: &str,
-            _: u32,
-            _: &Trace,
-        ) -> Result<RawAnswer, TransportError> {
-            self.calls.set(self.calls.get() + 1);
-            Ok(match self.known.get(body) {
-                Some(address) => RawAnswer {
-                    status: 200,
-                    body: format!(r#"{{"action":"PROXY","proxy":{{"address":"{address}"}}}}"#),
-                    cache_control: Some("max-age=60".into()),
-                    cache_tag: None,
-                },
-                None => RawAnswer {
-                    status: 404,
-                    body: r#"{"code":5}"#.into(),
-                    cache_control: Some("max-age=10".into()),
-                    cache_tag: None,
-                },
-            })
-        }
-    }
-
-    struct NoSharedCache;
-    impl SharedCache for NoSharedCache {
-        async fn get(&self, _: &str) -> Option<CachedAnswer> {
-            None
-        }
-        fn put(&self, _: &str, _: &CachedAnswer, _: u32) {}
-    }
-
-    struct Clock(RefCell<u64>);
-    impl Platform for &Clock {
-        fn now_ms(&self) -> u64 {
-            *self.0.borrow()
-        }
-        fn random(&self) -> f64 {
-            0.5
-        }
-        async fn sleep(&self, ms: u32) {
-            *self.0.borrow_mut() += u64::from(ms);
-        }
-    }
+    use crate::resolve::ClientPolicy;
+    use crate::testutil::{FakePlatform, KnownAnswers, NoSharedCache};
 
     const RULES: &str = r#"[
       {"id": "path", "match": {"type": "path", "regexValue": "^/(?<top>[a-z0-9-]+)(?:/|$)"},
@@ -406,9 +351,9 @@ mod tests {
     }
 
     fn resolver<'a>(
-        service: &'a Service,
-        clock: &'a Clock,
-    ) -> Resolver<&'a Service, NoSharedCache, &'a Clock> {
+        service: &'a KnownAnswers,
+        clock: &'a FakePlatform,
+    ) -> Resolver<&'a KnownAnswers, NoSharedCache, &'a FakePlatform> {
         Resolver::new(
             service,
             NoSharedCache,
@@ -428,7 +373,7 @@ mod tests {
     #[test]
     fn an_unknown_path_claim_hands_on_once_per_negative_ttl() {
         let rules = Ruleset::from_json("t", RULES).unwrap();
-        let mut service = Service::default();
+        let mut service = KnownAnswers::default();
         service.known.insert(
             r#"{"claims":[{"route":"cell2-group"}]}"#.into(),
             "c2".into(),
@@ -437,7 +382,7 @@ mod tests {
             r#"{"type":"SESSION_PREFIX","value":"cell-3"}"#.into(),
             "c3".into(),
         );
-        let clock = Clock(RefCell::new(1_000));
+        let clock = FakePlatform::at(1_000);
         let resolver = resolver(&service, &clock);
         let run = |path, session| {
             futures_executor::block_on(route(
@@ -491,7 +436,7 @@ mod tests {
 
         // The negative entry expires (devstack-like max-age=10): one more
         // call, not one per request.
-        *clock.0.borrow_mut() += 11_000;
+        clock.advance(11_000);
         run("/nobody/app", None);
         run("/nobody/app", None);
         assert_eq!(service.calls.get(), 4);
@@ -500,12 +445,12 @@ mod tests {
     #[test]
     fn a_memory_miss_resumes_where_the_synchronous_pass_stopped() {
         let rules = Ruleset::from_json("t", RULES).unwrap();
-        let mut service = Service::default();
+        let mut service = KnownAnswers::default();
         service.known.insert(
             r#"{"type":"SESSION_PREFIX","value":"cell-3"}"#.into(),
             "c3".into(),
         );
-        let clock = Clock(RefCell::new(0));
+        let clock = FakePlatform::at(0);
         let resolver = resolver(&service, &clock);
         let req = request("/nobody/app", Some("cell-3"));
         let pending = route_from_memory(&rules, Some(&resolver), &req).unwrap_err();
@@ -536,8 +481,8 @@ mod tests {
     fn a_rule_without_next_rule_keeps_not_found_at_the_legacy_cell() {
         let rules =
             Ruleset::from_json("t", &RULES.replace(r#", "notFound": "next-rule""#, "")).unwrap();
-        let service = Service::default();
-        let clock = Clock(RefCell::new(0));
+        let service = KnownAnswers::default();
+        let clock = FakePlatform::at(0);
         let resolver = resolver(&service, &clock);
         let routed = futures_executor::block_on(route(
             &rules,

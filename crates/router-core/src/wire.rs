@@ -8,23 +8,26 @@
 //! the 404 deadline, how to write the log line once the status is known) or
 //! answers it from the router.
 //!
-//! [`Plan::encode`] is the only writer of the boundary format and
-//! [`Plan::decode`] reads it back (round-trip tested): fields joined by NUL,
-//! lists and pairs inside a field joined by `\x01`, each field at its
-//! position in [`field`]. Neither byte can come from a client value the plan
+//! The format: fields joined by [`FIELD`], lists and pairs inside a field
+//! joined by [`ITEM`]. Every plan starts with [`head`]'s fields; a forward
+//! plan's [`forward`] fields follow, then the headers to set, a field each
+//! for a name and its value, from [`SET_FROM`] on; an answer plan's
+//! [`answer`] field follows. Each list is declared once, by name and in
+//! order ([`crate::fields::fields!`]): its positions, the names the entry
+//! reads them by ([`layout`]) and its writer ([`Plan::encode`]) come from
+//! it; [`Plan::decode`] reads a plan back by those names (round-trip
+//! tested). Neither separator can come from a client value the plan
 //! carries (forward's checks), so nothing needs escaping. The entry learns
-//! every position, code and name it reads from [`LAYOUT`], once per
+//! every position, code and name it reads from [`layout`], once per
 //! instance: entry.js holds none of its own.
 
-use crate::json::PushAscii;
+use crate::json::{push_u64, PushAscii};
 use std::borrow::Cow;
 
 use crate::error::RouterError;
+use crate::fields::fields;
 
-/// Separates a plan's fields.
-pub const FIELD: char = '\u{0}';
-/// Separates the items of a list or pair inside a field.
-pub const ITEM: char = '\u{1}';
+pub use crate::fields::{FIELD, ITEM};
 
 /// The entry's input: the URL, the method and the header values, joined
 /// by this; an absent header is [`HEADER_ABSENT`]. Neither can occur in a
@@ -58,59 +61,160 @@ pub const HEADER_KINDS_REMEMBERED: u32 = 256;
 /// The only status held to a plan's deadline (`GITLAB_NOT_FOUND_DELAY_MS`).
 pub const HELD_STATUS: u16 = 404;
 
-/// Where each field of a plan sits.
-pub mod field {
-    /// Every plan: its kind.
-    pub const KIND: usize = 0;
-
-    // A forward plan (`F`).
-    pub const URL: usize = 1;
-    /// Client headers to drop besides the usual ones (empty: the usual).
-    pub const DROP: usize = 2;
-    pub const SIGN_INPUT: usize = 3;
-    pub const SIGN_HEADER: usize = 4;
-    pub const SIGN_FAILURE: usize = 5;
-    pub const UPSTREAM_FAILURE_LOG: usize = 6;
-    pub const LOG_HEAD: usize = 7;
-    pub const LOG_TAIL: usize = 8;
-    pub const LOG_MIN_STATUS: usize = 9;
-    /// The first of the metrics data point's [`POINT_FIELDS`] items
-    /// (`crate::metrics::item`; all empty: no point).
-    pub const POINT: usize = 10;
-    /// `crate::metrics::item::COUNT` (held to it by a test: the format
-    /// names no phase's module).
-    pub const POINT_FIELDS: usize = 13;
-    /// The status held to the deadline (0: none held).
-    pub const HELD_STATUS: usize = POINT + POINT_FIELDS;
-    pub const DEADLINE: usize = HELD_STATUS + 1;
-    /// The report's flags (empty: nothing reported).
-    pub const REPORT: usize = DEADLINE + 1;
-    pub const CIRCUIT: usize = REPORT + 1;
-    pub const REPORT_FROM: usize = CIRCUIT + 1;
-    pub const REPORT_TO: usize = REPORT_FROM + 1;
-    pub const HEADERS_TIMEOUT: usize = REPORT_TO + 1;
-    pub const BODY: usize = HEADERS_TIMEOUT + 1;
-    /// The headers to set follow, a field each for a name and its value.
-    pub const SET_FROM: usize = BODY + 1;
-
-    // An answer plan (`A`).
-    pub const ANSWER: usize = 1;
-    pub const ANSWER_LOG_HEAD: usize = 2;
-    pub const ANSWER_LOG_TAIL: usize = 3;
-    pub const ANSWER_LOG_MIN_STATUS: usize = 4;
-    /// The first of the answer's data point items, the plan's last fields.
-    pub const ANSWER_POINT: usize = 5;
+/// A report's flags ([`Report::flags`]): bits of the integer the plan
+/// carries and the entry hands back with an outcome.
+pub mod flag {
+    /// A trial request: every status is reported.
+    pub const TRIAL: u32 = 1;
+    /// A WebSocket or long poll.
+    pub const LONG_LIVED: u32 = 2;
+    /// A failure counts against the cell.
+    pub const COUNTS_FAILURES: u32 = 4;
+    /// The statuses [`super::GATEWAY_STATUSES`] are reported.
+    pub const GATEWAY_STATUSES: u32 = 8;
 }
 
-/// A forward plan's fields before the headers it sets.
-pub const FORWARD_FIXED_FIELDS: usize = field::SET_FROM;
+/// The statuses a rule that counts gateway statuses reports (inclusive).
+pub const GATEWAY_STATUSES: (u16, u16) = (502, 504);
+
+fields! {
+    /// Every plan's first fields.
+    pub mod head from 0;
+    fn write(out, plan: &Plan<'_>);
+    /// [`KIND_FORWARD`] or [`KIND_ANSWER`].
+    KIND => out.push_str(match plan {
+        Plan::Forward(_) => KIND_FORWARD,
+        Plan::Answer { .. } => KIND_ANSWER,
+    });
+    /// The log line is `LOG_HEAD "status":S,"duration_ms":D LOG_TAIL`
+    /// (an empty head: no line), written when the status is at least
+    /// `LOG_MIN_STATUS` (0: always).
+    LOG_HEAD, LOG_TAIL, LOG_MIN_STATUS => push_log(out, plan.log());
+    /// The data point's [`crate::metrics::item`]s (all empty: no point).
+    POINT[crate::metrics::item::END] => push_point(out, plan.log().map_or("", |l| &l.point));
+}
+
+fields! {
+    /// A forward plan's fields, after [`head`]'s.
+    pub mod forward from head::END;
+    fn write(out, f: &Forward<'_>);
+    URL => out.push_str(&f.url);
+    /// Client headers to drop besides the usual ones, by [`ITEM`] (empty:
+    /// the usual).
+    DROP => push_list(out, &f.drop);
+    /// What to sign (empty: unsigned), the header the signature goes in,
+    /// and what a signing failure answers (a failure, `log error opening
+    /// ITEM answer`; empty: forward unsigned).
+    SIGN_INPUT, SIGN_HEADER, SIGN_FAILURE => push_signing(out, f.signing.as_ref());
+    /// How a failed upstream fetch's log line opens its `error` (its
+    /// answer is [`encoded_upstream_failure_answer`]).
+    UPSTREAM_FAILURE_LOG => out.push_str(&f.upstream_failure_log);
+    /// The deadline in ms before which a [`HELD_STATUS`] is not returned
+    /// (0: none).
+    DEADLINE => push_u64(out, u64::from(f.not_found_deadline_ms));
+    /// The report's [`flag`]s (empty: nothing reported), its circuit and
+    /// its headers timeout in ms (0: none).
+    REPORT, CIRCUIT, HEADERS_TIMEOUT => push_report(out, f.report.as_ref());
+    /// `1`: the request's body is forwarded.
+    BODY => out.push_ascii(if f.body { '1' } else { '0' });
+    /// Headers set on the upstream's response, `name ITEM value …` (empty:
+    /// the response as it came).
+    RESPONSE_SET => push_pairs(out, &f.response_set);
+}
+
+/// A forward plan's headers to set follow its fixed fields: name, value,
+/// name, value, …
+pub const SET_FROM: usize = forward::END;
+
+fields! {
+    /// An answer plan's field, after [`head`]'s.
+    pub mod answer from head::END;
+    fn write(out, answer: &Answer);
+    /// `status ITEM name ITEM value … ITEM body`.
+    ANSWER => push_answer(out, answer);
+}
+
+/// A constant of [`layout`].
+enum Value {
+    Char(char),
+    Text(&'static str),
+    Number(i64),
+}
 
 /// Every position, code and name the entry reads plans and writes its
 /// input with, by the name entry.js uses for it, as one JSON object the
-/// entry parses once (a literal: one string in the wasm instead of code
-/// that builds an object; held to the constants above by a test).
-pub const LAYOUT: &str = r#"{"FIELD":"\u0000","ITEM":"\u0001","SEPARATOR":"\u0000","HEADER_ABSENT":"\u0001","PLAN_TOO_LONG":-2,"KIND_ANSWER":"A","FETCH_FAILED":0,"NO_HEADERS":1,"RETRY_AFTER":"retry-after","KINDS_MAX":256,"URL":1,"DROP":2,"SIGN_INPUT":3,"SIGN_HEADER":4,"SIGN_FAILURE":5,"UPSTREAM_FAILURE_LOG":6,"LOG_HEAD":7,"LOG_TAIL":8,"LOG_MIN_STATUS":9,"POINT":10,"HELD_STATUS":23,"DEADLINE":24,"REPORT":25,"CIRCUIT":26,"REPORT_FROM":27,"REPORT_TO":28,"HEADERS_TIMEOUT":29,"BODY":30,"SET_FROM":31,"ANSWER":1,"ANSWER_LOG_HEAD":2,"ANSWER_LOG_TAIL":3,"ANSWER_LOG_MIN_STATUS":4,"ANSWER_POINT":5,"POINT_BINDING":"ROUTER_METRICS","POINT_FIELDS":13,"POINT_ACTION":3,"POINT_CELL":7,"POINT_STATUS_CLASS":8,"POINT_ERROR_KIND":9,"POINT_BLOBS":10,"POINT_DOUBLES_FROM":10,"SIGNING_FAILED_KIND":"signing_failed","UPSTREAM_FAILED_KIND":"upstream_unreachable"}"#;
-
+/// entry parses once per instance: the constants above, each list's
+/// field positions by their names, and the data point's items as
+/// `POINT_<name>`, relative to [`head::POINT`].
+pub fn layout() -> String {
+    use crate::metrics::{self, item};
+    let constants = [
+        ("FIELD", Value::Char(FIELD)),
+        ("ITEM", Value::Char(ITEM)),
+        ("SEPARATOR", Value::Char(SEPARATOR)),
+        ("HEADER_ABSENT", Value::Text(HEADER_ABSENT)),
+        ("PLAN_TOO_LONG", Value::Number(PLAN_TOO_LONG.into())),
+        ("KIND_ANSWER", Value::Text(KIND_ANSWER)),
+        ("FETCH_FAILED", Value::Number(FETCH_FAILED.into())),
+        ("NO_HEADERS", Value::Number(NO_HEADERS.into())),
+        ("RETRY_AFTER", Value::Text(RETRY_AFTER_HEADER)),
+        ("KINDS_MAX", Value::Number(HEADER_KINDS_REMEMBERED.into())),
+        ("HELD_STATUS", Value::Number(HELD_STATUS.into())),
+        ("REPORT_TRIAL", Value::Number(flag::TRIAL.into())),
+        (
+            "REPORT_GATEWAY",
+            Value::Number(flag::GATEWAY_STATUSES.into()),
+        ),
+        ("GATEWAY_FROM", Value::Number(GATEWAY_STATUSES.0.into())),
+        ("GATEWAY_TO", Value::Number(GATEWAY_STATUSES.1.into())),
+        ("SET_FROM", Value::Number(SET_FROM as i64)),
+        ("POINT_BINDING", Value::Text(metrics::BINDING)),
+        ("POINT_FIELDS", Value::Number(item::END as i64)),
+        (
+            "POINT_DOUBLES_FROM",
+            Value::Number(metrics::DOUBLES_FROM as i64),
+        ),
+        (
+            "SIGNING_FAILED_KIND",
+            Value::Text(RouterError::SigningFailed(String::new()).kind()),
+        ),
+        (
+            "UPSTREAM_FAILED_KIND",
+            Value::Text(RouterError::UpstreamUnreachable(String::new()).kind()),
+        ),
+    ];
+    let mut out = String::with_capacity(1024);
+    let mut entry = |prefix: &str, name: &str, value: &Value| {
+        out.push_ascii(if out.is_empty() { '{' } else { ',' });
+        out.push_ascii('"');
+        out.push_str(prefix);
+        out.push_str(name);
+        out.push_str("\":");
+        match value {
+            Value::Char(c) => crate::json::push_quoted(&mut out, c.encode_utf8(&mut [0; 4])),
+            Value::Text(text) => crate::json::push_quoted(&mut out, text),
+            Value::Number(n) => {
+                if *n < 0 {
+                    out.push_ascii('-');
+                }
+                push_u64(&mut out, n.unsigned_abs());
+            }
+        }
+    };
+    for (name, value) in &constants {
+        entry("", name, value);
+    }
+    for names in [head::NAMES, forward::NAMES, answer::NAMES] {
+        for (name, at) in names {
+            entry("", name, &Value::Number(*at as i64));
+        }
+    }
+    for (name, at) in item::NAMES {
+        entry("POINT_", name, &Value::Number(*at as i64));
+    }
+    out.push_ascii('}');
+    out
+}
 /// A response the router gives itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -171,9 +275,10 @@ pub struct Signing {
 
 /// What the entry reports back (`cellOutcome`) after forwarding to a
 /// listed cell's address ([`crate::resolve::cells::circuit`]): a fetch that threw,
-/// response headers that did not come within `headers_timeout_ms`, and a
-/// status in `report_statuses`. For any other response it only writes the
-/// time into the circuit's answered slot (no call into wasm).
+/// response headers that did not come within `headers_timeout_ms`, and
+/// every status of a trial, [`GATEWAY_STATUSES`] for a rule that counts
+/// them. For any other response it only writes the time into the
+/// circuit's answered slot (no call into wasm).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Report {
     /// The circuit ([`crate::resolve::cells::circuit_index`]).
@@ -193,47 +298,31 @@ pub struct Report {
 }
 
 impl Report {
-    /// The statuses the entry reports (inclusive; `(0, 0)`: none): every
-    /// one for a trial, 502 to 504 for a rule that counts them.
-    pub fn report_statuses(&self) -> (u16, u16) {
-        if self.trial {
-            (100, 599)
-        } else if self.gateway_statuses {
-            (502, 504)
-        } else {
-            (0, 0)
-        }
-    }
-
-    /// The flags the entry hands back with an outcome: `t|f` (trial),
-    /// `l|s` (long-lived or short), `c|n` (failures count or not), `g|-`
-    /// (gateway statuses).
-    pub fn encode_flags(&self) -> String {
+    /// The report's [`flag`]s, which the entry hands back with an outcome.
+    pub fn flags(&self) -> u32 {
         [
-            if self.trial { 't' } else { 'f' },
-            if self.long_lived { 'l' } else { 's' },
-            if self.counts_failures { 'c' } else { 'n' },
-            if self.gateway_statuses { 'g' } else { '-' },
+            (self.trial, flag::TRIAL),
+            (self.long_lived, flag::LONG_LIVED),
+            (self.counts_failures, flag::COUNTS_FAILURES),
+            (self.gateway_statuses, flag::GATEWAY_STATUSES),
         ]
         .iter()
-        .collect()
+        .filter(|(set, _)| *set)
+        .fold(0, |flags, (_, bit)| flags | bit)
     }
 
     /// The report the entry hands back: the circuit and
-    /// [`Report::encode_flags`]' text (the timeout is not needed again).
-    pub fn decode(circuit: usize, flags: &str) -> Option<Report> {
-        let flag = |i: usize, yes: u8, no: u8| match flags.as_bytes().get(i) {
-            Some(&b) if b == yes => Some(true),
-            Some(&b) if b == no => Some(false),
-            _ => None,
-        };
-        (flags.len() == 4).then_some(())?;
+    /// [`Report::flags`] (the timeout is not needed again); `None` for a
+    /// bit no flag has.
+    pub fn decode(circuit: usize, flags: u32) -> Option<Report> {
+        let all = flag::TRIAL | flag::LONG_LIVED | flag::COUNTS_FAILURES | flag::GATEWAY_STATUSES;
+        (flags & !all == 0).then_some(())?;
         Some(Report {
             circuit,
-            trial: flag(0, b't', b'f')?,
-            long_lived: flag(1, b'l', b's')?,
-            counts_failures: flag(2, b'c', b'n')?,
-            gateway_statuses: flag(3, b'g', b'-')?,
+            trial: flags & flag::TRIAL != 0,
+            long_lived: flags & flag::LONG_LIVED != 0,
+            counts_failures: flags & flag::COUNTS_FAILURES != 0,
+            gateway_statuses: flags & flag::GATEWAY_STATUSES != 0,
             headers_timeout_ms: 0,
         })
     }
@@ -269,6 +358,9 @@ pub struct Forward<'a> {
     /// whatever its `Content-Length` or `Transfer-Encoding` say (workerd
     /// gives them a zero-length body, and `fetch` refuses one).
     pub body: bool,
+    /// Headers the entry sets on the upstream's response, replacing the
+    /// cell's (the smoke test's route, [`crate::forward::headers::route_names`]).
+    pub response_set: Vec<(Cow<'static, str>, Cow<'a, str>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,7 +388,7 @@ pub fn encoded_upstream_failure_answer() -> String {
 
 /// A status as its decimal digits, without a temporary string.
 fn push_status(out: &mut String, status: u16) {
-    crate::json::push_u64(out, u64::from(status));
+    push_u64(out, u64::from(status));
 }
 
 fn push_answer(out: &mut String, a: &Answer) {
@@ -321,6 +413,7 @@ fn parse_failure(field: &str) -> Option<Failure> {
     })
 }
 
+/// The log line's fields (none: an empty head, no line).
 fn push_log(out: &mut String, log: Option<&LogPlan>) {
     if let Some(log) = log {
         out.push_str(&log.head);
@@ -328,20 +421,17 @@ fn push_log(out: &mut String, log: Option<&LogPlan>) {
         out.push_str(&log.tail);
         out.push_ascii(FIELD);
         push_status(out, log.min_status);
-        out.push_ascii(FIELD);
-        push_point(out, &log.point);
     } else {
         out.push_ascii(FIELD);
         out.push_ascii(FIELD);
-        out.push_ascii(FIELD);
-        push_point(out, "");
+        out.push_ascii('0');
     }
 }
 
 /// A data point's fields: its items, or as many empty fields.
 fn push_point(out: &mut String, point: &str) {
     if point.is_empty() {
-        for _ in 1..field::POINT_FIELDS {
+        for _ in 1..crate::metrics::item::END {
             out.push_ascii(FIELD);
         }
     } else {
@@ -349,35 +439,76 @@ fn push_point(out: &mut String, point: &str) {
     }
 }
 
-/// The log plan from its fields (`point`: the data point's).
-fn parse_log(head: &str, tail: &str, min_status: &str, point: &[&str]) -> Option<Option<LogPlan>> {
-    if point.len() != field::POINT_FIELDS {
-        return None;
+/// The items of a list field.
+fn push_list(out: &mut String, items: &[String]) {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_ascii(ITEM);
+        }
+        out.push_str(item);
     }
+}
+
+/// The signing's three fields (all empty: unsigned).
+fn push_signing(out: &mut String, signing: Option<&Signing>) {
+    if let Some(s) = signing {
+        out.push_str(&s.input);
+        out.push_ascii(FIELD);
+        out.push_str(&s.header);
+        out.push_ascii(FIELD);
+        if let Some(f) = &s.on_failure {
+            push_failure(out, f);
+        }
+    } else {
+        out.push_ascii(FIELD);
+        out.push_ascii(FIELD);
+    }
+}
+
+/// The report's three fields (no flags: nothing reported).
+fn push_report(out: &mut String, report: Option<&Report>) {
+    if let Some(r) = report {
+        push_u64(out, u64::from(r.flags()));
+        out.push_ascii(FIELD);
+        push_u64(out, r.circuit as u64);
+        out.push_ascii(FIELD);
+        push_u64(out, u64::from(r.headers_timeout_ms));
+    } else {
+        out.push_ascii(FIELD);
+        out.push_ascii('0');
+        out.push_ascii(FIELD);
+        out.push_ascii('0');
+    }
+}
+
+/// The log plan from a plan's [`head`] fields.
+fn parse_log(f: &[&str]) -> Option<Option<LogPlan>> {
+    let point = f.get(head::POINT..head::POINT + crate::metrics::item::END)?;
     let point = if point.iter().all(|item| item.is_empty()) {
         String::new()
     } else {
         point.join(&FIELD.to_string())
     };
-    if head.is_empty() {
+    let log_head = *f.get(head::LOG_HEAD)?;
+    if log_head.is_empty() {
         return point.is_empty().then_some(None);
     }
     Some(Some(LogPlan {
-        head: head.to_string(),
-        tail: tail.to_string(),
+        head: log_head.to_string(),
+        tail: f.get(head::LOG_TAIL)?.to_string(),
         point,
-        min_status: min_status.parse().ok()?,
+        min_status: f.get(head::LOG_MIN_STATUS)?.parse().ok()?,
     }))
 }
 
-fn push_pairs<N: AsRef<str>>(out: &mut String, pairs: &[(N, String)]) {
+fn push_pairs<N: AsRef<str>, V: AsRef<str>>(out: &mut String, pairs: &[(N, V)]) {
     for (i, (name, value)) in pairs.iter().enumerate() {
         if i > 0 {
             out.push_ascii(ITEM);
         }
         out.push_str(name.as_ref());
         out.push_ascii(ITEM);
-        out.push_str(value);
+        out.push_str(value.as_ref());
     }
 }
 
@@ -419,89 +550,26 @@ fn parse_pairs(items: &[&str]) -> Option<Vec<(String, String)>> {
 }
 
 impl Plan<'_> {
-    /// The plan as the entry reads it, fields joined by [`FIELD`]:
-    ///
-    /// * forward: `F, url, drop (names by ITEM; empty: the usual set), sign
-    ///   input (empty: unsigned), sign header, sign failure (a failure;
-    ///   empty: forward unsigned), upstream failure's log error opening (its
-    ///   answer is [`encoded_upstream_failure_answer`]), log head, log tail,
-    ///   log min status, the data point's [`field::POINT_FIELDS`] items (all
-    ///   empty: none), held status, 404 deadline in ms (0: none), report
-    ///   (empty: none; [`Report::encode`]), body`, then the headers to set, a field each for a
-    ///   name and its value (`name, value, name, value, …`): the entry
-    ///   splits the plan once and reads them from the first field after
-    ///   `body` ([`FORWARD_FIXED_FIELDS`]).
-    /// * answer: `A, answer, log head (empty: no line), log tail, log min
-    ///   status, the data point's items`
-    ///
-    /// An answer is `status ITEM name ITEM value … ITEM body`; a failure is
-    /// `log error opening ITEM answer`.
+    /// The plan's log line and data point, if it has them.
+    fn log(&self) -> Option<&LogPlan> {
+        match self {
+            Plan::Forward(f) => Some(&f.log),
+            Plan::Answer { log, .. } => log.as_ref(),
+        }
+    }
+
+    /// The plan as the entry reads it (the module's format): [`head`]'s
+    /// fields, then [`forward`]'s and the headers to set, or
+    /// [`answer`]'s.
     pub fn encode(&self) -> String {
         // A forward plan with its log line is 600–900 bytes: one allocation.
         let mut out = String::with_capacity(1024);
+        head::write(&mut out, self);
+        out.push_ascii(FIELD);
         match self {
-            Plan::Answer { answer, log } => {
-                out.push_str(KIND_ANSWER);
-                out.push_ascii(FIELD);
-                push_answer(&mut out, answer);
-                out.push_ascii(FIELD);
-                push_log(&mut out, log.as_ref());
-            }
+            Plan::Answer { answer: a, .. } => answer::write(&mut out, a),
             Plan::Forward(f) => {
-                out.push_str(KIND_FORWARD);
-                out.push_ascii(FIELD);
-                out.push_str(&f.url);
-                out.push_ascii(FIELD);
-                for (i, name) in f.drop.iter().enumerate() {
-                    if i > 0 {
-                        out.push_ascii(ITEM);
-                    }
-                    out.push_str(name);
-                }
-                out.push_ascii(FIELD);
-                if let Some(s) = &f.signing {
-                    out.push_str(&s.input);
-                    out.push_ascii(FIELD);
-                    out.push_str(&s.header);
-                    out.push_ascii(FIELD);
-                    if let Some(f) = &s.on_failure {
-                        push_failure(&mut out, f);
-                    }
-                } else {
-                    out.push_ascii(FIELD);
-                    out.push_ascii(FIELD);
-                }
-                out.push_ascii(FIELD);
-                out.push_str(&f.upstream_failure_log);
-                out.push_ascii(FIELD);
-                push_log(&mut out, Some(&f.log));
-                out.push_ascii(FIELD);
-                let held = if f.not_found_deadline_ms > 0 {
-                    HELD_STATUS
-                } else {
-                    0
-                };
-                push_status(&mut out, held);
-                out.push_ascii(FIELD);
-                crate::json::push_u64(&mut out, u64::from(f.not_found_deadline_ms));
-                out.push_ascii(FIELD);
-                match &f.report {
-                    Some(report) => {
-                        let (from, to) = report.report_statuses();
-                        out.push_str(&report.encode_flags());
-                        out.push_ascii(FIELD);
-                        crate::json::push_u64(&mut out, report.circuit as u64);
-                        out.push_ascii(FIELD);
-                        push_status(&mut out, from);
-                        out.push_ascii(FIELD);
-                        push_status(&mut out, to);
-                        out.push_ascii(FIELD);
-                        crate::json::push_u64(&mut out, u64::from(report.headers_timeout_ms));
-                    }
-                    None => out.push_str("\u{0}\u{0}0\u{0}0\u{0}0"),
-                }
-                out.push_ascii(FIELD);
-                out.push(if f.body { '1' } else { '0' });
+                forward::write(&mut out, f);
                 for (name, value) in &f.set {
                     out.push_ascii(FIELD);
                     out.push_str(name);
@@ -515,28 +583,25 @@ impl Plan<'_> {
 
     /// Reads [`Plan::encode`]'s format back (tests and tools).
     pub fn decode(text: &str) -> Option<Plan<'static>> {
-        let mut f: Vec<&str> = text.split(FIELD).collect();
-        // The data point's fields, taken out: the rest reads by position.
-        let at = match f.first() {
-            Some(&KIND_ANSWER) => field::ANSWER_POINT,
-            _ => field::POINT,
-        };
-        if f.len() < at + field::POINT_FIELDS {
-            return None;
-        }
-        let point: Vec<&str> = f.drain(at..at + field::POINT_FIELDS).collect();
-        let point = point.as_slice();
-        match f.as_slice() {
-            ["A", answer, head, tail, min_status] => Some(Plan::Answer {
-                answer: parse_answer(answer)?,
-                log: parse_log(head, tail, min_status, point)?,
+        let f: Vec<&str> = text.split(FIELD).collect();
+        let at = |i: usize| f.get(i).copied();
+        let log = parse_log(&f)?;
+        match at(head::KIND)? {
+            KIND_ANSWER if f.len() == answer::END => Some(Plan::Answer {
+                answer: parse_answer(at(answer::ANSWER)?)?,
+                log,
             }),
-            ["F", url, drop, sign_input, sign_header, sign_failure, upstream_failure, head, tail, min_status, held, deadline, flags, circuit, from, to, timeout, body, set @ ..]
-                if set.len().is_multiple_of(2)
-                    && *held == if *deadline == "0" { "0" } else { "404" } =>
-            {
+            KIND_FORWARD => {
+                let set = f.get(SET_FROM..)?;
+                if !set.len().is_multiple_of(2) {
+                    return None;
+                }
+                let drop = at(forward::DROP)?;
+                let sign_input = at(forward::SIGN_INPUT)?;
+                let sign_failure = at(forward::SIGN_FAILURE)?;
+                let report = at(forward::REPORT)?;
                 Some(Plan::Forward(Box::new(Forward {
-                    url: url.to_string(),
+                    url: at(forward::URL)?.to_string(),
                     drop: if drop.is_empty() {
                         Vec::new()
                     } else {
@@ -556,7 +621,7 @@ impl Plan<'_> {
                     } else {
                         Some(Signing {
                             input: sign_input.to_string(),
-                            header: sign_header.to_string(),
+                            header: at(forward::SIGN_HEADER)?.to_string(),
                             on_failure: if sign_failure.is_empty() {
                                 None
                             } else {
@@ -564,27 +629,33 @@ impl Plan<'_> {
                             },
                         })
                     },
-                    upstream_failure_log: Cow::Owned(upstream_failure.to_string()),
-                    log: parse_log(head, tail, min_status, point)??,
-                    not_found_deadline_ms: deadline.parse().ok()?,
-                    report: if flags.is_empty() {
+                    upstream_failure_log: Cow::Owned(
+                        at(forward::UPSTREAM_FAILURE_LOG)?.to_string(),
+                    ),
+                    log: log?,
+                    not_found_deadline_ms: at(forward::DEADLINE)?.parse().ok()?,
+                    report: if report.is_empty() {
                         None
                     } else {
-                        let report = Report {
-                            headers_timeout_ms: timeout.parse().ok()?,
-                            ..Report::decode(circuit.parse().ok()?, flags)?
-                        };
-                        let statuses = (from.parse().ok()?, to.parse().ok()?);
-                        if report.report_statuses() != statuses {
-                            return None;
-                        }
-                        Some(report)
+                        Some(Report {
+                            headers_timeout_ms: at(forward::HEADERS_TIMEOUT)?.parse().ok()?,
+                            ..Report::decode(
+                                at(forward::CIRCUIT)?.parse().ok()?,
+                                report.parse().ok()?,
+                            )?
+                        })
                     },
-                    body: match *body {
+                    body: match at(forward::BODY)? {
                         "1" => true,
                         "0" => false,
                         _ => return None,
                     },
+                    response_set: parse_pairs(
+                        &at(forward::RESPONSE_SET)?.split(ITEM).collect::<Vec<_>>(),
+                    )?
+                    .into_iter()
+                    .map(|(name, value)| (Cow::Owned(name), Cow::Owned(value)))
+                    .collect(),
                 })))
             }
             _ => None,
@@ -624,8 +695,8 @@ mod tests {
                 point: crate::metrics::point(
                     &crate::metrics::isolate_items("staging", Some("v")),
                     &crate::log::RequestLog {
-                        action: "proxy",
-                        chosen_by: Some("legacy"),
+                        action: crate::log::RequestAction::Proxy,
+                        chosen_by: Some(crate::log::ChosenBy::Legacy),
                         ..Default::default()
                     },
                 ),
@@ -633,6 +704,7 @@ mod tests {
             not_found_deadline_ms: 0,
             report,
             body: true,
+            response_set: Vec::new(),
         }))
     }
 
@@ -716,16 +788,31 @@ mod tests {
         if let Plan::Forward(f) = &mut nothing_set {
             f.set.clear();
         }
-        for plan in plans.into_iter().chain([nothing_set]) {
+        let mut route_named = forward(None, vec![]);
+        if let Plan::Forward(f) = &mut route_named {
+            f.response_set = vec![
+                ("x-gitlab-http-router-route-rule".into(), "session".into()),
+                ("x-gitlab-http-router-route-cell".into(), "".into()),
+            ];
+        }
+        for plan in plans.into_iter().chain([nothing_set, route_named]) {
             let encoded = plan.encode();
             assert_eq!(Plan::decode(&encoded).as_ref(), Some(&plan), "{encoded:?}");
         }
     }
 
-    /// The entry reads every field at its `field` position, the headers to
-    /// set from `SET_FROM` on, in pairs.
+    /// The entry reads a plan by the layout's positions: what they find
+    /// in an encoded plan is what the plan holds.
     #[test]
-    fn headers_to_set_follow_the_fixed_fields() {
+    fn the_layouts_positions_read_the_plan() {
+        let layout: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&layout()).expect("the layout is a JSON object");
+        let at = |name: &str| {
+            layout
+                .get(name)
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or_else(|| panic!("{name} is no position")) as usize
+        };
         let report = Report {
             circuit: 2,
             trial: false,
@@ -740,36 +827,46 @@ mod tests {
         }
         let encoded = reporting.encode();
         let fields: Vec<&str> = encoded.split(FIELD).collect();
-        assert_eq!(fields[field::KIND], KIND_FORWARD);
-        assert_eq!(fields[field::URL], "http://127.0.0.1:9102/a?b=c");
-        assert_eq!(fields[field::LOG_MIN_STATUS], "500");
+        let point = at("POINT");
+        let read = |names: &[&str]| names.iter().map(|n| fields[at(n)]).collect::<Vec<_>>();
         assert_eq!(
-            fields[field::POINT..field::POINT + field::POINT_FIELDS],
-            ["staging", "v", "", "proxy", "", "legacy", "", "", "", "", "0", "0", "0"]
+            read(&[
+                "KIND",
+                "URL",
+                "LOG_MIN_STATUS",
+                "DEADLINE",
+                "CIRCUIT",
+                "HEADERS_TIMEOUT",
+                "BODY"
+            ]),
+            [
+                "F",
+                "http://127.0.0.1:9102/a?b=c",
+                "500",
+                "250",
+                "2",
+                "60000",
+                "1"
+            ]
         );
         assert_eq!(
-            [fields[field::HELD_STATUS], fields[field::DEADLINE]],
-            ["404", "250"]
+            fields[at("REPORT")].parse::<u64>().ok(),
+            Some(at("REPORT_GATEWAY") as u64 | u64::from(flag::COUNTS_FAILURES))
         );
         assert_eq!(
             [
-                fields[field::REPORT],
-                fields[field::CIRCUIT],
-                fields[field::REPORT_FROM],
-                fields[field::REPORT_TO],
-                fields[field::HEADERS_TIMEOUT],
-                fields[field::BODY]
+                fields[point + at("POINT_ACTION")],
+                fields[point + at("POINT_CHOSEN_BY")],
+                fields[point + at("POINT_FELL_THROUGH")]
             ],
-            ["fscg", "2", "502", "504", "60000", "1"]
-        );
-        let none = forward_reporting(None, vec![], None).encode();
-        let fields: Vec<&str> = none.split(FIELD).collect();
-        assert_eq!(
-            &fields[field::HELD_STATUS..FORWARD_FIXED_FIELDS],
-            ["0", "0", "", "", "0", "0", "0", "1"]
+            ["proxy", "legacy", "0"]
         );
         assert_eq!(
-            &fields[FORWARD_FIXED_FIELDS..],
+            fields[point + at("POINT_DOUBLES_FROM")..point + at("POINT_FIELDS")],
+            ["0", "0", "0"]
+        );
+        assert_eq!(
+            fields[at("SET_FROM")..],
             [
                 "x-forwarded-host",
                 "gitlab.com",
@@ -777,95 +874,51 @@ mod tests {
                 "SESSION_PREFIX"
             ]
         );
-        let odd = format!("{encoded}{FIELD}x-lone-name");
-        assert_eq!(Plan::decode(&odd), None);
         let answer = Plan::Answer {
             answer: Answer::text(503, "x"),
             log: None,
         }
         .encode();
         let fields: Vec<&str> = answer.split(FIELD).collect();
-        assert_eq!(fields[field::KIND], KIND_ANSWER);
-        assert!(fields[field::ANSWER].starts_with("503"));
-        assert_eq!(fields.len(), field::ANSWER_POINT + field::POINT_FIELDS);
-        assert!(fields[field::ANSWER_POINT..].iter().all(|f| f.is_empty()));
+        assert_eq!(fields[at("KIND")], layout["KIND_ANSWER"]);
+        assert!(fields[at("ANSWER")].starts_with("503"));
+        assert_eq!(fields[at("LOG_HEAD")], "");
     }
 
-    /// What the entry is told is what the plan is written with.
+    /// Every name entry.js reads from the layout is in it.
     #[test]
-    fn the_layout_is_the_constants() {
+    fn the_entrys_names_are_in_the_layout() {
         let layout: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(LAYOUT).expect("the layout is a JSON object");
-        let want: &[(&str, serde_json::Value)] = &[
-            ("FIELD", FIELD.to_string().into()),
-            ("ITEM", ITEM.to_string().into()),
-            ("SEPARATOR", SEPARATOR.to_string().into()),
-            ("HEADER_ABSENT", HEADER_ABSENT.into()),
-            ("PLAN_TOO_LONG", PLAN_TOO_LONG.into()),
-            ("KIND_ANSWER", KIND_ANSWER.into()),
-            ("FETCH_FAILED", FETCH_FAILED.into()),
-            ("NO_HEADERS", NO_HEADERS.into()),
-            ("RETRY_AFTER", RETRY_AFTER_HEADER.into()),
-            ("KINDS_MAX", HEADER_KINDS_REMEMBERED.into()),
-            ("URL", field::URL.into()),
-            ("DROP", field::DROP.into()),
-            ("SIGN_INPUT", field::SIGN_INPUT.into()),
-            ("SIGN_HEADER", field::SIGN_HEADER.into()),
-            ("SIGN_FAILURE", field::SIGN_FAILURE.into()),
-            ("UPSTREAM_FAILURE_LOG", field::UPSTREAM_FAILURE_LOG.into()),
-            ("LOG_HEAD", field::LOG_HEAD.into()),
-            ("LOG_TAIL", field::LOG_TAIL.into()),
-            ("LOG_MIN_STATUS", field::LOG_MIN_STATUS.into()),
-            ("HELD_STATUS", field::HELD_STATUS.into()),
-            ("DEADLINE", field::DEADLINE.into()),
-            ("REPORT", field::REPORT.into()),
-            ("CIRCUIT", field::CIRCUIT.into()),
-            ("REPORT_FROM", field::REPORT_FROM.into()),
-            ("REPORT_TO", field::REPORT_TO.into()),
-            ("HEADERS_TIMEOUT", field::HEADERS_TIMEOUT.into()),
-            ("BODY", field::BODY.into()),
-            ("SET_FROM", field::SET_FROM.into()),
-            ("ANSWER", field::ANSWER.into()),
-            ("ANSWER_LOG_HEAD", field::ANSWER_LOG_HEAD.into()),
-            ("ANSWER_LOG_TAIL", field::ANSWER_LOG_TAIL.into()),
-            ("ANSWER_LOG_MIN_STATUS", field::ANSWER_LOG_MIN_STATUS.into()),
-            ("POINT", field::POINT.into()),
-            ("ANSWER_POINT", field::ANSWER_POINT.into()),
-            ("POINT_BINDING", crate::metrics::BINDING.into()),
-            ("POINT_FIELDS", crate::metrics::item::COUNT.into()),
-            ("POINT_ACTION", crate::metrics::item::ACTION.into()),
-            ("POINT_CELL", crate::metrics::item::CELL.into()),
-            (
-                "POINT_STATUS_CLASS",
-                crate::metrics::item::STATUS_CLASS.into(),
-            ),
-            ("POINT_ERROR_KIND", crate::metrics::item::ERROR_KIND.into()),
-            ("POINT_BLOBS", crate::metrics::item::BLOBS.into()),
-            (
-                "POINT_DOUBLES_FROM",
-                crate::metrics::item::DOUBLES_FROM.into(),
-            ),
-            (
-                "SIGNING_FAILED_KIND",
-                RouterError::SigningFailed(String::new()).kind().into(),
-            ),
-            (
-                "UPSTREAM_FAILED_KIND",
-                RouterError::UpstreamUnreachable(String::new())
-                    .kind()
-                    .into(),
-            ),
-        ];
-        for (name, value) in want {
-            assert_eq!(layout.get(*name), Some(value), "{name}");
+            serde_json::from_str(&layout()).expect("the layout is a JSON object");
+        let entry =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../src/entry.js"))
+                .expect("src/entry.js");
+        let mut read: Vec<&str> = Vec::new();
+        for (at, _) in entry.match_indices("W.") {
+            let name = &entry[at + 2..];
+            let end = name
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(name.len());
+            read.push(&name[..end]);
         }
-        assert_eq!(
-            layout.len(),
-            want.len(),
-            "a layout entry without its constant"
+        for destructured in entry.split("const {").skip(1) {
+            let Some((names, rest)) = destructured.split_once('}') else {
+                continue;
+            };
+            if !rest.trim_start().starts_with("= W;") {
+                continue;
+            }
+            for name in names.split(',') {
+                // `URL: TARGET_URL` reads URL.
+                read.push(name.split(':').next().unwrap_or_default().trim());
+            }
+        }
+        assert!(read.len() > 20, "found {read:?}");
+        let missing: Vec<&&str> = read.iter().filter(|n| !layout.contains_key(**n)).collect();
+        assert!(
+            missing.is_empty(),
+            "entry.js reads {missing:?}, which the layout lacks"
         );
-        assert_eq!(FORWARD_FIXED_FIELDS, field::SET_FROM);
-        assert_eq!(field::POINT_FIELDS, crate::metrics::item::COUNT);
     }
 
     #[test]
@@ -880,8 +933,10 @@ mod tests {
         for text in ["", "F", "X\0a", "A\0nope\0\0\0", "F\0a\0b"] {
             assert_eq!(Plan::decode(text), None, "{text:?}");
         }
-        for text in ["", "fsc", "fsc-x", "xsc-", "f\u{1}c-", "FSC-"] {
-            assert_eq!(Report::decode(1, text), None, "{text:?}");
+        for flags in [16, 17, u32::MAX] {
+            assert_eq!(Report::decode(1, flags), None, "{flags}");
         }
+        let odd = format!("{}{FIELD}x-lone-name", forward(None, vec![]).encode());
+        assert_eq!(Plan::decode(&odd), None);
     }
 }

@@ -248,7 +248,7 @@ fn a_clients_forwarded_header_is_not_forwarded() {
     let none: Vec<String> = Vec::new();
     assert!(drops_header("forwarded", &none, false));
     assert!(drops_header("forwarded", &none, true));
-    // Since issue 14 the client's X-Forwarded-For goes too: the router sets
+    // The client's X-Forwarded-For goes too: the router sets
     // it from CF-Connecting-IP. Still forwarded: what clients may send.
     assert!(drops_header("x-forwarded-for", &none, false));
     assert!(!drops_header("x-request-id", &none, false));
@@ -256,22 +256,6 @@ fn a_clients_forwarded_header_is_not_forwarded() {
 
 // ---------------------------------------------------------------------------
 // Fuzzing the whole request (`request` target): crashes found (docs/fuzzing.md).
-
-/// Time and randomness for a plan: a fixed clock and CSPRNG bytes of 0xab.
-struct FixedPlatform;
-
-impl router_core::platform::Platform for FixedPlatform {
-    fn now_ms(&self) -> u64 {
-        1_700_000_000_000
-    }
-    fn random(&self) -> f64 {
-        0.5
-    }
-    fn random_bytes(&self, out: &mut [u8]) {
-        out.fill(0xab);
-    }
-    async fn sleep(&self, _: u32) {}
-}
 
 /// The plan an isolate with a legacy cell and no ruleset makes for `url`, encoded; `None`
 /// when the URL is refused.
@@ -283,13 +267,14 @@ fn legacy_plan(url: &str, headers: &[(&str, &str)]) -> Option<String> {
         (name == "GITLAB_PROXY_HOST").then(|| "legacy.example:8080".to_string())
     });
     let state = IsolateState::new(config, None);
+    let platform = router_core::testutil::FakePlatform::at(1_700_000_000_000);
     let mut incoming = Incoming::parse(url, "GET".to_string())?;
     for (name, value) in headers {
         incoming.parts.add_header(name, value);
     }
-    incoming.trace_from_headers(&FixedPlatform);
-    let router = state.router(state.config.request_logging, false);
-    let plan = forward::plan(&router, &FixedPlatform, &incoming, None);
+    incoming.trace_from_headers(&platform);
+    let view = state.forward_view(state.config.request_logging, false);
+    let plan = forward::plan(&view, &platform, &incoming, None);
     let encoded = plan.encode();
     assert_eq!(
         router_core::wire::Plan::decode(&encoded).as_ref(),
@@ -299,7 +284,7 @@ fn legacy_plan(url: &str, headers: &[(&str, &str)]) -> Option<String> {
     Some(encoded)
 }
 
-/// Found by `request` (and issue 50): `traceparent: 0` then `é` (C3 A9, as UTF-8, or as the
+/// Found by `request`: `traceparent: 0` then `é` (C3 A9, as UTF-8, or as the
 /// Latin-1 characters `Ã©`) then 60 × `a` panicked in `canonical_traceparent` (trace.rs),
 /// which slices the first 55 bytes at fixed offsets inside the multi-byte character.
 #[test]

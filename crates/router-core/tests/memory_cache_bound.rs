@@ -1,4 +1,4 @@
-//! What the resolver's memory cache costs at its bounds (issues 40 and 50):
+//! What the resolver's memory cache costs at its bounds:
 //! heap bytes held by a resolver whose cache is full, counted by a
 //! counting allocator (this test binary's only test, so nothing else
 //! allocates meanwhile), for typical keys (the entry bound binds) and for
@@ -8,16 +8,12 @@
 //! prints the figures (docs/soak.md, "Memory at the bound").
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use router_core::question::{ClassifyKind, ClassifyRequest, Target, MAX_CLASSIFY_VALUE_BYTES};
 use router_core::resolve::topology::CachePolicy;
-use router_core::resolve::{
-    CachedAnswer, ClientPolicy, Platform, RawAnswer, Resolver, SharedCache, TopologyTransport,
-    TransportError, MEMORY_CACHE_BUDGET_BYTES,
-};
-use router_core::trace::Trace;
+use router_core::resolve::{ClientPolicy, Resolver, MEMORY_CACHE_BUDGET_BYTES};
+use router_core::testutil::{FakePlatform, KnownAnswers, NoSharedCache};
 
 struct Counting;
 
@@ -43,44 +39,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-/// Answers every question with a production-sized cell address.
-struct Service;
-
-impl TopologyTransport for Service {
-    async fn classify(&self, _: &str, _: u32, _: &Trace) -> Result<RawAnswer, TransportError> {
-        Ok(RawAnswer {
-            status: 200,
-            body: r#"{"action":"PROXY","proxy":{"address":"cell-2.gitlab.com:443"}}"#.into(),
-            cache_control: Some("max-age=60".into()),
-            cache_tag: None,
-        })
-    }
-}
-
-/// Keeps nothing: only the memory cache is measured.
-struct NoShared;
-
-impl SharedCache for NoShared {
-    async fn get(&self, _: &str) -> Option<CachedAnswer> {
-        None
-    }
-    fn put(&self, _: &str, _: &CachedAnswer, _: u32) {}
-}
-
-struct Clock(Cell<u64>);
-
-impl Platform for Clock {
-    fn now_ms(&self) -> u64 {
-        self.0.get()
-    }
-    fn random(&self) -> f64 {
-        0.5
-    }
-    async fn sleep(&self, ms: u32) {
-        self.0.set(self.0.get() + u64::from(ms));
-    }
-}
 
 /// A `ROUTE` claim as the `cells` ruleset's path rules ask it, for a typical
 /// group path of ~20 characters.
@@ -111,11 +69,12 @@ fn longest_question(i: usize) -> ClassifyRequest {
     claim(value)
 }
 
-fn resolver(entries: usize) -> Resolver<Service, NoShared, Clock> {
+fn resolver(entries: usize) -> Resolver<KnownAnswers, NoSharedCache, FakePlatform> {
     Resolver::new(
-        Service,
-        NoShared,
-        Clock(Cell::new(1_000_000)),
+        // A production-sized cell address for every question.
+        KnownAnswers::always("cell-2.gitlab.com:443"),
+        NoSharedCache,
+        FakePlatform::at(1_000_000),
         CachePolicy::default(),
         ClientPolicy {
             memory_entries: entries,
@@ -127,7 +86,7 @@ fn resolver(entries: usize) -> Resolver<Service, NoShared, Clock> {
 /// Asks `resolver` the questions `ask(n)` for `n` in `keys` and returns
 /// the heap bytes held since `before`.
 fn fill(
-    resolver: &Resolver<Service, NoShared, Clock>,
+    resolver: &Resolver<KnownAnswers, NoSharedCache, FakePlatform>,
     keys: std::ops::Range<usize>,
     ask: impl Fn(usize) -> ClassifyRequest,
     before: isize,

@@ -5,8 +5,12 @@
 //! top-level module is not given a phase here.
 //!
 //! It reads paths, not types: `crate::a::b`, `use crate::{a, b}` and
-//! `super::` in non-test code (test modules and `tests.rs` files may reach
-//! anywhere).
+//! `super::` in non-test code (test modules and `tests.rs` and
+//! `*_tests.rs` files may reach anywhere).
+//!
+//! The edge (the Worker crate's `src/`, two folders up) is read the same
+//! way: no import cycle at any depth, and no module reaches into its crate
+//! root, which holds only the exports the entry calls.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -17,8 +21,8 @@ const PHASES: &[(&str, &[&str])] = &[
     (
         "leaf",
         &[
-            "address", "decision", "error", "hex", "input", "json", "log", "metrics", "platform",
-            "question", "request", "trace", "wire",
+            "address", "decision", "error", "fields", "hex", "input", "json", "log", "metrics",
+            "platform", "question", "request", "trace", "wire",
         ],
     ),
     ("select", &["select"]),
@@ -26,6 +30,7 @@ const PHASES: &[(&str, &[&str])] = &[
     ("route", &["route"]),
     ("forward", &["forward"]),
     ("isolate", &["config", "control", "isolate"]),
+    ("tests", &["testutil"]),
 ];
 
 type Module = Vec<String>;
@@ -55,7 +60,10 @@ fn code_of(source: &str) -> String {
         out.push_str(&rest[..at]);
         let after = &rest[at + "#[cfg(test)]".len()..];
         let trimmed = after.trim_start();
-        if trimmed.starts_with("mod ") && trimmed.contains('{') {
+        let block = trimmed
+            .find('{')
+            .filter(|&b| trimmed.find(';').is_none_or(|e| b < e));
+        if trimmed.starts_with("mod ") && block.is_some() {
             let open = after.find('{').unwrap();
             let mut depth = 0;
             let mut end = after.len();
@@ -148,7 +156,8 @@ fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
                 continue;
             }
             let rel = path.strip_prefix(src).unwrap();
-            if path.extension().is_none_or(|e| e != "rs") || rel.ends_with("tests.rs") {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            if path.extension().is_none_or(|e| e != "rs") || name.ends_with("tests.rs") {
                 continue;
             }
             let me = module_of(rel);
@@ -260,17 +269,21 @@ fn no_module_imports_a_later_phase() {
     assert!(wrong.is_empty(), "later phases imported: {wrong:#?}");
 }
 
-#[test]
-fn no_import_cycle_at_any_depth() {
-    let g = graph(&src());
+/// Fails on an import cycle in `g` at any depth.
+fn assert_no_cycle(g: &BTreeMap<Module, BTreeSet<Module>>, dir: &str) {
     let deepest = g.keys().map(Vec::len).max().unwrap_or(1);
     for depth in 1..=deepest {
-        let found = cycles(&edges_at(&g, depth));
+        let found = cycles(&edges_at(g, depth));
         assert!(
             found.is_empty(),
-            "import cycles at depth {depth}: {found:?}"
+            "import cycles in {dir} at depth {depth}: {found:?}"
         );
     }
+}
+
+#[test]
+fn no_import_cycle_at_any_depth() {
+    assert_no_cycle(&graph(&src()), "src/");
 }
 
 #[test]
@@ -308,4 +321,67 @@ fn the_reader_sees_the_imports_it_must() {
         .unwrap()
         .insert(vec!["forward".to_string()]);
     assert!(!cycles(&edges_at(&planted, 1)).is_empty());
+}
+
+/// The edge's `src/` (the `gitlab-http-router` package at the workspace's
+/// root).
+fn edge_src() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../src")
+}
+
+/// What the edge's modules name of its crate root (`crate::item` where
+/// `item` is no module): `"module -> item"`.
+fn root_reaches(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
+    let known: BTreeSet<&str> = graph
+        .keys()
+        .filter_map(|m| m.first())
+        .map(String::as_str)
+        .collect();
+    graph
+        .iter()
+        .filter(|(from, _)| !from.is_empty())
+        .flat_map(|(from, tos)| {
+            tos.iter()
+                .filter(|to| to.first().is_some_and(|t| !known.contains(t.as_str())))
+                .map(move |to| format!("{} -> {}", from.join("::"), to.join("::")))
+        })
+        .collect()
+}
+
+#[test]
+fn the_edge_has_no_import_cycle_and_no_module_reaches_into_its_root() {
+    let g = graph(&edge_src());
+    assert_no_cycle(&g, "the edge's src/");
+    let reaches = root_reaches(&g);
+    assert!(
+        reaches.is_empty(),
+        "modules of src/ that reach into its crate root (lib.rs holds only the entry's exports): {reaches:?}"
+    );
+}
+
+#[test]
+fn the_reader_sees_the_edges_imports() {
+    let g = graph(&edge_src());
+    let isolate = g.get(&vec!["isolate".to_string()]).unwrap();
+    // `use crate::control::{self, Controls}` and `use crate::{clock, log}`.
+    assert!(
+        isolate.contains(&vec!["control".to_string()]),
+        "{isolate:?}"
+    );
+    assert!(isolate.contains(&vec!["log".to_string()]), "{isolate:?}");
+    // The tests' files are not read.
+    assert!(!g.contains_key(&vec!["wasm_tests".to_string()]));
+    // A planted cycle and a planted reach into the root are found.
+    let mut planted = g.clone();
+    planted
+        .get_mut(&vec!["control".to_string()])
+        .unwrap()
+        .insert(vec!["isolate".to_string(), "Isolate".to_string()]);
+    assert!(!cycles(&edges_at(&planted, 1)).is_empty());
+    let mut planted = g.clone();
+    planted
+        .get_mut(&vec!["start".to_string()])
+        .unwrap()
+        .insert(vec!["made_isolate".to_string()]);
+    assert_eq!(root_reaches(&planted), ["start -> made_isolate"]);
 }

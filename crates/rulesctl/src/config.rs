@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use router_core::config::{self, vars, Config, Level, Problem};
+use router_core::config::{self, Config, Level, Problem, RULES_CONFIG};
 use serde_json::{json, Value};
 
 use crate::cli::{Failure, Outcome};
@@ -39,6 +39,10 @@ pub enum Command {
     /// own parser
     #[command(after_long_help = CHECK)]
     Check(CheckArgs),
+    /// Print README.md's settings table (Markdown) from the router's own
+    /// declarations: every setting's meaning, default, accepted values and
+    /// what a value it cannot read does
+    Table,
 }
 
 #[derive(clap::Args)]
@@ -68,15 +72,20 @@ pub struct CheckArgs {
 pub fn run(command: Command) -> Outcome<i32> {
     match command {
         Command::Check(args) => check(&args),
+        Command::Table => {
+            out::line(config::readme_table().trim_end());
+            Ok(0)
+        }
     }
 }
 
 fn check(args: &CheckArgs) -> Outcome<i32> {
+    let known_secrets = config::secrets();
     for name in &args.secrets {
-        if !config::SECRETS.contains(&name.as_str()) {
+        if !known_secrets.contains(&name.as_str()) {
             return Err(Failure::usage(format!(
                 "--secret {name}: not a secret the router reads (its secrets: {})",
-                config::SECRETS.join(" ")
+                known_secrets.join(" ")
             )));
         }
     }
@@ -92,7 +101,7 @@ fn check(args: &CheckArgs) -> Outcome<i32> {
         environment
             .required_secrets
             .iter()
-            .filter(|s| config::SECRETS.contains(&s.as_str()))
+            .filter(|s| known_secrets.contains(&s.as_str()))
             .cloned(),
     );
 
@@ -270,8 +279,9 @@ impl Environment {
                 }
             }
         }
+        let secrets = config::secrets();
         for (key, value) in &vars {
-            let secret = config::SECRETS.contains(&key.as_str());
+            let secret = secrets.contains(&key.as_str());
             if secret {
                 problems.push(Problem::error(
                     key,
@@ -303,10 +313,11 @@ impl Environment {
 /// Names in `[vars]` the router does not read: a misspelt name has no
 /// effect (and the setting it meant keeps its default).
 fn name_problems(vars: &[(String, toml::Value)]) -> Vec<Problem> {
+    let known: Vec<&str> = config::settings().iter().map(|s| s.name).collect();
     vars.iter()
-        .filter(|(name, _)| !vars::ALL.contains(&name.as_str()))
+        .filter(|(name, _)| !known.contains(&name.as_str()))
         .map(|(name, _)| {
-            let nearest = vars::ALL
+            let nearest = known
                 .iter()
                 .map(|known| (distance(name, known), *known))
                 .min();
@@ -326,11 +337,11 @@ fn name_problems(vars: &[(String, toml::Value)]) -> Vec<Problem> {
 fn ruleset_problem(config: &Config, dir: &DirArg) -> Option<Problem> {
     const INSTEAD: &str = "every request goes to the legacy cell";
     let Some(name) = config.rules_config.as_deref() else {
-        return Some(Problem::error(vars::RULES_CONFIG, None, "not set", INSTEAD));
+        return Some(Problem::error(RULES_CONFIG.name, None, "not set", INSTEAD));
     };
     if name.contains('/') || name.contains('.') {
         return Some(Problem::error(
-            vars::RULES_CONFIG,
+            RULES_CONFIG.name,
             Some(name),
             "not a ruleset name (the file stem in rules/)",
             INSTEAD,
@@ -339,7 +350,7 @@ fn ruleset_problem(config: &Config, dir: &DirArg) -> Option<Problem> {
     match rules::load_arg(&dir.dir(), name) {
         Ok(_) => None,
         Err(Failure::Data(e) | Failure::Usage(e)) => {
-            Some(Problem::error(vars::RULES_CONFIG, Some(name), &e, INSTEAD))
+            Some(Problem::error(RULES_CONFIG.name, Some(name), &e, INSTEAD))
         }
     }
 }

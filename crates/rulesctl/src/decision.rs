@@ -1,6 +1,6 @@
 //! A ruleset's decision for one request, in the forms rulesctl prints.
 
-use router_core::{Action, Decision, RequestParts, Ruleset};
+use router_core::{Action, Decision};
 
 /// An owned copy of a [`Decision`]: what `explain` prints and `diff`
 /// compares (rule id, action, classify body, proxy address).
@@ -26,10 +26,6 @@ pub enum ViewAction {
 }
 
 impl View {
-    pub fn decide(ruleset: &Ruleset, request: &RequestParts) -> View {
-        View::from(ruleset.decide(request))
-    }
-
     /// `explain`'s object: `{"rule", "action", "classify", "proxy"}` in that
     /// order, with the classify body embedded byte for byte.
     pub fn to_json(&self) -> &str {

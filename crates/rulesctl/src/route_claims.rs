@@ -16,6 +16,7 @@
 use std::fmt;
 
 use router_core::select::reserved::is_reserved_top_level_route;
+use router_core::select::transform::{Output, TransformKind};
 
 /// How a parameter's value names its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,24 +172,14 @@ fn is_name(text: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
 }
 
-/// `%XX` decoded; `None` for a bad escape, a control byte or invalid UTF-8
-/// (the router claims nothing for those either).
+/// `%XX` decoded as the rules' `percent-decode` transform decodes it;
+/// `None` for a control byte or invalid UTF-8 (the router claims nothing
+/// for those either).
 fn percent_decode(value: &str) -> Option<String> {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = value.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    match TransformKind::PercentDecode.apply(value)? {
+        Output::Text(text) => Some(text),
+        _ => None,
     }
-    let text = String::from_utf8(out).ok()?;
-    (!text.chars().any(char::is_control)).then_some(text)
 }
 
 /// The first whitespace-separated word of `text` and what follows it.

@@ -1,135 +1,13 @@
 //! Runs the built `rulesctl` binary against the shipped rules/ and against
 //! rulesets written into a temporary directory.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::{repo, rulesctl, rulesctl_in, Run, Temp};
 use serde_json::{json, Value};
-
-/// The repository root (where rules/ is).
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn stdout_has(&self, needle: &str) {
-        assert!(
-            self.stdout.contains(needle),
-            "stdout lacks {needle:?}:\n{}",
-            self.stdout
-        );
-    }
-
-    fn stderr_has(&self, needle: &str) {
-        assert!(
-            self.stderr.contains(needle),
-            "stderr lacks {needle:?}:\n{}",
-            self.stderr
-        );
-    }
-
-    /// A failure with a message on stderr, nothing on stdout, and no panic.
-    fn assert_fails(&self, code: i32, needle: &str) {
-        assert_eq!(self.code, code, "exit code; stderr: {}", self.stderr);
-        assert!(
-            self.stderr.contains(needle),
-            "stderr lacks {needle:?}:\n{}",
-            self.stderr
-        );
-        assert!(
-            self.stdout.is_empty(),
-            "stdout should be empty: {}",
-            self.stdout
-        );
-        assert_no_panic(self);
-    }
-
-    fn json(&self) -> Value {
-        assert_eq!(self.code, 0, "stderr: {}", self.stderr);
-        assert_eq!(
-            self.stdout.lines().count(),
-            1,
-            "one JSON line: {}",
-            self.stdout
-        );
-        serde_json::from_str(&self.stdout).expect("stdout is JSON")
-    }
-}
-
-fn assert_no_panic(run: &Run) {
-    assert!(
-        !run.stderr.contains("panicked") && !run.stderr.contains("RUST_BACKTRACE"),
-        "panic output: {}",
-        run.stderr
-    );
-}
-
-fn rulesctl_in(dir: &Path, args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_rulesctl"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RULESCTL_RULES_DIR")
-        .output()
-        .expect("run rulesctl");
-    let run = Run {
-        code: output.status.code().expect("exit code, not a signal"),
-        stdout: String::from_utf8(output.stdout).expect("utf-8 stdout"),
-        stderr: String::from_utf8(output.stderr).expect("utf-8 stderr"),
-    };
-    assert_no_panic(&run);
-    run
-}
-
-fn rulesctl(args: &[&str]) -> Run {
-    rulesctl_in(&repo(), args)
-}
-
-/// A temporary directory with a rules/ subdirectory, removed on drop.
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new() -> Temp {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "rulesctl-test-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("rules")).expect("temp dir");
-        Temp(dir)
-    }
-
-    fn write(&self, relative: &str, text: &str) -> String {
-        let path = self.0.join(relative);
-        std::fs::write(&path, text).expect("write temp file");
-        path.to_string_lossy().into_owned()
-    }
-
-    fn rule(&self, name: &str, ruleset: &Value) -> String {
-        self.write(&format!("rules/{name}.json"), &ruleset.to_string())
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        rulesctl_in(&self.0, args)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 const SESSION: &str = "0123456789abcdef0123456789abcdef";
 
@@ -996,7 +874,7 @@ fn explain_shows_what_follows_a_path_claim_not_found() {
         "https://gitlab.com/users/sign_in",
     ])
     .json();
-    // Spread over GITLAB_CELLS (issue 16); a reserved route, no claim.
+    // Spread over GITLAB_CELLS; a reserved route, no claim.
     assert_eq!(anonymous["rule"], "sign_in_spread");
     assert_eq!(anonymous["action"], "spread");
     assert!(anonymous.get("on_not_found").is_none());
@@ -1352,14 +1230,7 @@ fn rulesctl_stdin(args: &[&str], input: &str) -> Run {
         .expect("stdin")
         .write_all(input.as_bytes())
         .expect("write stdin");
-    let output = child.wait_with_output().expect("rulesctl ends");
-    let run = Run {
-        code: output.status.code().expect("exit code, not a signal"),
-        stdout: String::from_utf8(output.stdout).expect("utf-8 stdout"),
-        stderr: String::from_utf8(output.stderr).expect("utf-8 stderr"),
-    };
-    assert_no_panic(&run);
-    run
+    Run::of(child.wait_with_output().expect("rulesctl ends"))
 }
 
 /// A wrangler that cannot be run: a command that gets past its checks to

@@ -2,40 +2,16 @@
 //! shipped wrangler.toml and over configurations written into a temporary
 //! directory.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use std::path::PathBuf;
+
+use common::{repo, rulesctl, Run};
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// `rulesctl config check ARGS` in the repository.
 fn check(args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_rulesctl"))
-        .arg("config")
-        .arg("check")
-        .args(args)
-        .current_dir(repo())
-        .env_remove("RULESCTL_RULES_DIR")
-        .output()
-        .expect("run rulesctl");
-    let run = Run {
-        code: output.status.code().expect("exit code"),
-        stdout: String::from_utf8(output.stdout).expect("utf-8"),
-        stderr: String::from_utf8(output.stderr).expect("utf-8"),
-    };
-    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
-    run
+    rulesctl(&[&["config", "check"], args].concat())
 }
 
 /// A wrangler.toml in a fresh temporary directory.
@@ -201,4 +177,21 @@ fn an_unknown_environment_or_secret_is_a_usage_error() {
     assert!(run.stderr.contains("not a secret the router reads"));
     let run = check(&["--config", file]);
     assert_eq!(run.code, 2, "--env is required");
+}
+
+/// `rulesctl config table` prints README.md's settings table, the one
+/// between its markers.
+#[test]
+fn config_table_prints_the_readme_table() {
+    let run = rulesctl(&["config", "table"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let table = run.stdout;
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let between = readme
+        .split_once("<!-- settings: begin -->\n")
+        .and_then(|(_, rest)| rest.split_once("<!-- settings: end -->"))
+        .map(|(table, _)| table)
+        .expect("README.md's settings markers");
+    assert_eq!(table, between);
+    assert!(table.contains("| `GITLAB_PROXY_HOST` |"), "{table}");
 }

@@ -2,15 +2,12 @@
 //! its enums follow the core, and it agrees with the core's loader on the
 //! shapes a schema can judge.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use common::repo;
 use jsonschema::Validator;
 use router_core::Ruleset;
 use serde_json::{json, Value};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn schema() -> Value {
     let text =

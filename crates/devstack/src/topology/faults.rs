@@ -17,7 +17,7 @@ pub struct Faults {
     pub refuse_connections: bool,
     pub cache_control: Option<String>,
     /// Answer every classify call with `307 Temporary Redirect` to this URL
-    /// (a router must not follow it: issue 14).
+    /// (a router must not follow it).
     pub redirect_to: Option<String>,
 }
 

@@ -1,6 +1,6 @@
 //! `cargo fuzz run regex_differential`: an arbitrary rule regex and values, the program the
-//! build compiles for it (as the worker runs it: required prefixes, the one-pass sequence,
-//! the backtracker and the Pike VM) against the `regex` crate on the source after the
+//! build compiles for it (as the worker runs it: required prefixes, the backtracker and the
+//! Pike VM) against the `regex` crate on the source after the
 //! JavaScript-class rewrite (`select::RegexOracle`): whether it matches, every group's span and
 //! every named group must agree, so an operator's new regex cannot route differently from what
 //! the tools show.

@@ -8,54 +8,26 @@
 //!
 //! Input (UTF-8, invalid sequences replaced): lines `NAME=value` over a complete set of
 //! settings (`router_core_fuzz::settings`); `NAME` may be the number of a variable in
-//! `router_core::config::vars` order instead of its name, and `NAME` alone removes it.
+//! `router_core::config::settings()` order instead of its name, and `NAME` alone removes it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use router_core_fuzz::{assert_routes_plain_request, settings, World};
+use std::sync::OnceLock;
 
-const NAMES: &[&str] = &[
-    "GITLAB_RULES_CONFIG",
-    "GITLAB_TOPOLOGY_SERVICE_URL",
-    "GITLAB_PROXY_HOST",
-    "GITLAB_UPSTREAM_SCHEME",
-    "GITLAB_ALLOWED_UPSTREAMS",
-    "GITLAB_TOPOLOGY_SERVICE_CLIENT_ID",
-    "GITLAB_TOPOLOGY_SERVICE_CLIENT_SECRET",
-    "GITLAB_TOPOLOGY_TIMEOUT_MS",
-    "GITLAB_TOPOLOGY_RETRIES",
-    "GITLAB_TOPOLOGY_BACKOFF_BASE_MS",
-    "GITLAB_TOPOLOGY_BACKOFF_MAX_MS",
-    "GITLAB_CACHE_MAX_TTL_SECONDS",
-    "GITLAB_CACHE_DEFAULT_TTL_SECONDS",
-    "GITLAB_CACHE_NEGATIVE_TTL_SECONDS",
-    "GITLAB_CACHE_STALE_IF_ERROR_SECONDS",
-    "GITLAB_MEMORY_CACHE_ENTRIES",
-    "GITLAB_TOPOLOGY_RETRY_BUDGET_PERCENT",
-    "GITLAB_TOPOLOGY_RETRY_BUDGET_MIN",
-    "GITLAB_TOPOLOGY_BREAKER_FAILURES",
-    "GITLAB_TOPOLOGY_BREAKER_OPEN_MS",
-    "GITLAB_ROUTER_SIGNING_KEY",
-    "GITLAB_ROUTER_SIGNING_POLICY",
-    "GITLAB_ROUTER_SIGNATURE_TTL_SECONDS",
-    "GITLAB_ROUTER_SIGNING_ISSUER",
-    "GITLAB_REQUEST_LOG",
-    "GITLAB_CELLS",
-    "GITLAB_CELL_FAILURES",
-    "GITLAB_CELL_FAILURE_WINDOW_MS",
-    "GITLAB_CELL_OPEN_MS",
-    "GITLAB_CELL_HEALTH_REFRESH_MS",
-    "GITLAB_CELL_HEALTH_MAX_AGE_SECONDS",
-    "GITLAB_CELL_PROBE_TIMEOUT_MS",
-    "GITLAB_CELL_HEADERS_TIMEOUT_MS",
-    "GITLAB_CELL_TRIAL_SPACING_MS",
-    "GITLAB_SMOKE_TEST_SECRET",
-    "GITLAB_CONTROL_REFRESH_SECONDS",
-    "GITLAB_NOT_FOUND_DELAY_MS",
-    "GITLAB_ENVIRONMENT",
-];
+/// The names of the settings the router reads, in its table's order.
+fn names() -> &'static [&'static str] {
+    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        router_core::config::settings()
+            .iter()
+            .map(|s| s.name)
+            .collect()
+    })
+}
 
 fuzz_target!(|data: &[u8]| {
+    let names = names();
     let text = String::from_utf8_lossy(data);
     let mut vars = settings("session_token");
     for line in text.split('\n') {
@@ -64,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
             None => (line, None),
         };
         let name = match name.parse::<usize>() {
-            Ok(i) => NAMES[i % NAMES.len()].to_string(),
+            Ok(i) => names.get(i % names.len()).map_or(name, |n| n).to_string(),
             Err(_) => name.to_string(),
         };
         vars.retain(|(n, _)| *n != name);

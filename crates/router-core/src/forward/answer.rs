@@ -3,7 +3,7 @@
 //! client should come back later). Hosts, keys and other details stay in
 //! the log line.
 
-use crate::error::RouterError;
+use crate::error::{RouterError, Service};
 use crate::wire::Answer;
 
 impl RouterError {
@@ -16,16 +16,7 @@ impl RouterError {
             | RouterError::SigningFailed(_)
             | RouterError::CellUnavailable { .. }
             | RouterError::OutageUnavailable { .. } => 503,
-            RouterError::TopologyUnreachable(_)
-            | RouterError::TopologyTimeout(_)
-            | RouterError::TopologyStatus(_)
-            | RouterError::TopologyBadAnswer(_)
-            | RouterError::TopologyGuarded(_)
-            | RouterError::LearnUnreachable(_)
-            | RouterError::LearnTimeout(_)
-            | RouterError::LearnStatus(_)
-            | RouterError::LearnBadAnswer(_)
-            | RouterError::LearnGuarded(_)
+            RouterError::Service(_)
             | RouterError::NoRegistryAddress
             | RouterError::UpstreamNotAllowed(_)
             | RouterError::NoLegacyCell
@@ -48,16 +39,10 @@ impl RouterError {
             RouterError::Internal(_) => "internal error",
             RouterError::CellUnavailable { .. } => "cell temporarily unavailable",
             RouterError::OutageUnavailable { .. } => "temporarily unavailable, retry later",
-            RouterError::TopologyUnreachable(_)
-            | RouterError::TopologyTimeout(_)
-            | RouterError::TopologyStatus(_)
-            | RouterError::TopologyBadAnswer(_)
-            | RouterError::TopologyGuarded(_) => "topology service unavailable",
-            RouterError::LearnUnreachable(_)
-            | RouterError::LearnTimeout(_)
-            | RouterError::LearnStatus(_)
-            | RouterError::LearnBadAnswer(_)
-            | RouterError::LearnGuarded(_) => "route learning unavailable",
+            RouterError::Service(e) => match e.service {
+                Service::Topology => "topology service unavailable",
+                Service::Learn => "route learning unavailable",
+            },
         }
     }
 

@@ -3,6 +3,8 @@
 //! own, Cloudflare's version overrides), and what a client's `Connection`
 //! may and may not remove.
 
+use std::borrow::Cow;
+
 /// Header the router sets to the public host.
 pub const X_FORWARDED_HOST: &str = "x-forwarded-host";
 pub const X_FORWARDED_PROTO: &str = "x-forwarded-proto";
@@ -89,6 +91,53 @@ pub fn is_smoke_test(sent: Option<&str>, secret: Option<&str>) -> bool {
         .zip(b.iter())
         .fold(0u8, |diff, (x, y)| diff | (x ^ y))
         == 0
+}
+
+/// The response headers that name a smoke test's route: the rule that
+/// decided, the listed cell (its `GITLAB_CELLS` id) and the address it was
+/// forwarded to.
+pub const ROUTE_RULE_HEADER: &str = "x-gitlab-http-router-route-rule";
+pub const ROUTE_CELL_HEADER: &str = "x-gitlab-http-router-route-cell";
+pub const ROUTE_UPSTREAM_HEADER: &str = "x-gitlab-http-router-route-upstream";
+
+/// The headers a smoke test's response gets ([`is_smoke_test`]), naming
+/// its route (an absent rule or cell: empty), so the deploy's checks see
+/// where a request went; nothing for any other request.
+pub fn route_names<'a>(
+    smoke_test: bool,
+    rule: Option<&'a str>,
+    cell: Option<u64>,
+    upstream: &str,
+) -> Vec<(Cow<'static, str>, Cow<'a, str>)> {
+    if !smoke_test {
+        return Vec::new();
+    }
+    vec![
+        (
+            ROUTE_RULE_HEADER.into(),
+            header_value(rule.unwrap_or_default()),
+        ),
+        (
+            ROUTE_CELL_HEADER.into(),
+            cell.map_or(Cow::Borrowed(""), |id| Cow::Owned(id.to_string())),
+        ),
+        (
+            ROUTE_UPSTREAM_HEADER.into(),
+            Cow::Owned(header_value(upstream).into_owned()),
+        ),
+    ]
+}
+
+/// `value` as a header value: visible ASCII and inner spaces only (a
+/// rule's id is the operator's text), any other character left out.
+fn header_value(value: &str) -> Cow<'_, str> {
+    let fits = |c: char| c == ' ' || c.is_ascii_graphic();
+    if value.chars().all(fits) {
+        Cow::Borrowed(value.trim())
+    } else {
+        let kept: String = value.chars().filter(|c| fits(*c)).collect();
+        Cow::Owned(kept.trim().to_string())
+    }
 }
 
 /// Client-sent header families that are dropped whole: the router's own,

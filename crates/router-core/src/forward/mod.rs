@@ -12,7 +12,7 @@ pub mod settings;
 pub mod signing;
 pub mod upstream;
 
-pub use build::{plan, Router};
+pub use build::{plan, IsolateView};
 pub use headers::{
     connection_tokens, drop_key, dropped_names, drops_header, forwarded_for, is_smoke_test,
     is_token, is_websocket, needs_own_drops, CF_CONNECTING_IP, FORBIDDEN_PREFIXES,

@@ -1,4 +1,4 @@
-//! Bounded load on the Topology Service during an outage (issue 14): a
+//! Bounded load on the Topology Service during an outage: a
 //! retry budget and a circuit breaker, one of each per isolate, as pure
 //! state machines over the caller's clock.
 //!

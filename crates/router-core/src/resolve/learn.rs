@@ -22,7 +22,7 @@
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
-use crate::error::RouterError;
+use crate::error::ServiceFailure;
 use crate::resolve::topology::{CellAnswer, Classification};
 
 /// The deepest ancestor a lookup tries (segments); deeper prefixes are
@@ -124,7 +124,7 @@ struct NotFoundBody {
 /// extension of the design's answer that the devstack sends); any other
 /// non-200, or a body that is not an answer to this path, is an error (the
 /// request goes to the legacy cell, and the error into its log line).
-pub fn parse_answer(status: u16, body: &str, path: &str) -> Result<Learned, RouterError> {
+pub fn parse_answer(status: u16, body: &str, path: &str) -> Result<Learned, ServiceFailure> {
     match status {
         200 => {}
         404 => {
@@ -141,9 +141,9 @@ pub fn parse_answer(status: u16, body: &str, path: &str) -> Result<Learned, Rout
                 scope: prefix.map_or(Scope::Exact, Scope::Prefix),
             });
         }
-        other => return Err(RouterError::LearnStatus(other)),
+        other => return Err(ServiceFailure::Status(other)),
     }
-    let bad = |why: String| RouterError::LearnBadAnswer(why);
+    let bad = ServiceFailure::BadAnswer;
     let answer: AnswerBody = serde_json::from_str(body).map_err(|e| bad(format!("body: {e}")))?;
     if answer.cell.is_empty() {
         return Err(bad("no cell".into()));

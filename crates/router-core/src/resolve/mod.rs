@@ -22,7 +22,9 @@
 //! timers (every [`COALESCE_POLL_MS`]), which costs them a few milliseconds
 //! only when they actually coalesce.
 
+mod call;
 pub mod cells;
+mod fetch;
 pub mod guard;
 pub mod invalidate;
 pub mod learn;
@@ -35,16 +37,15 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::RouterError;
+use crate::error::{RouterError, ServiceError, ServiceFailure};
 use crate::log::CacheLevel;
 pub use crate::platform::Platform;
 use crate::question::{ClassifyKind, ClassifyRequest, CLAIM_TYPES};
 use crate::resolve::cells::CellList;
-use crate::resolve::guard::{GuardPolicy, Refusal, ServiceGuard};
+use crate::resolve::guard::{GuardPolicy, ServiceGuard};
 use crate::resolve::invalidate::{Index, Invalidation};
-use crate::resolve::topology::{cache_tags, parse_answer, CachePolicy, Classification};
+use crate::resolve::topology::{CachePolicy, Classification};
 use crate::trace::Trace;
-use learn::Scope;
 use memory::MemoryCache;
 pub use memory::MEMORY_CACHE_BUDGET_BYTES;
 
@@ -473,263 +474,6 @@ where
         }
         None
     }
-
-    /// Shared cache, then the service, then a stale entry (memory, else
-    /// shared). `key` is
-    /// the canonical body (the memory key); the shared cache is keyed by
-    /// its SHA-256 ([`ClassifyRequest::cache_key`]).
-    async fn fetch(&self, request: &ClassifyRequest, key: &str, trace: &Trace) -> Resolution {
-        let learning = request.kind == ClassifyKind::Learn;
-        let generation = self.generation.get();
-        // Under a purge generation, every shared key is prefixed by it.
-        let shared_key_of = |entry_key: &str| {
-            let k = ClassifyRequest::cache_key_of(request.kind, request.target, entry_key);
-            if generation == 0 {
-                k
-            } else {
-                format!("g{generation}/{k}")
-            }
-        };
-        // A learn question is answered by its own entry or a learned prefix
-        // of its path; any other by its own entry.
-        let mut keys = vec![key.to_string()];
-        if learning {
-            let (_, path) = request.learn_method_and_path().unwrap_or(("GET", ""));
-            keys.extend(learn::ancestors(path).map(learn::prefix_key));
-        }
-        // An expired shared entry: the answer if the service fails within
-        // its stale window (the first found, in the order of `keys`).
-        let mut stale = SharedStale {
-            generation,
-            answer: None,
-        };
-        let shared_usable = self.shared_usable.get();
-        for entry_key in keys.iter().filter(|_| shared_usable) {
-            let shared_key = shared_key_of(entry_key);
-            if let Some(answer) = self.shared.get(&shared_key).await {
-                let now = self.platform.now_ms();
-                if generation != self.generation.get() {
-                    // Purged while it was read: not cached, not answered.
-                } else if answer.question != *entry_key {
-                    self.platform.warn(&format!(
-                        "shared cache entry {shared_key} answers {:?}, not {entry_key:?}: ignored",
-                        answer.question
-                    ));
-                } else if self.invalidated(claim_of(request, entry_key, key), &answer) {
-                    // Asked for before an invalidation that matches it: a
-                    // miss, and not a stale stand-in either.
-                } else if answer.expires_at_ms > now {
-                    self.memory.borrow_mut().insert(
-                        entry_key,
-                        &answer,
-                        self.cache.stale_if_error,
-                        claim_of(request, entry_key, key),
-                    );
-                    return Resolution::hit(answer.classification, CacheLevel::CacheApi);
-                } else if stale.answer.is_none() {
-                    let until = answer
-                        .expires_at_ms
-                        .saturating_add(u64::from(self.cache.stale_if_error) * 1000);
-                    stale.answer = Some((answer.classification, until));
-                }
-            }
-        }
-
-        let started = self.platform.now_ms();
-        let guard = if learning {
-            &self.learn_guard
-        } else {
-            &self.guard
-        };
-        if let Err(refusal) = guard.borrow_mut().allow_first(started) {
-            let why = match refusal {
-                Refusal::Open => "circuit open",
-                Refusal::Budget => "retry budget spent",
-            };
-            let error = if learning {
-                RouterError::LearnGuarded(why)
-            } else {
-                RouterError::TopologyGuarded(why)
-            };
-            return self.failed(request, key, error, 0, None, stale);
-        }
-        let (result, attempts) = self.call_service(request, key, trace).await;
-        let service_ms = Some(self.platform.now_ms().saturating_sub(started));
-        match result {
-            Ok((classification, raw, scope)) => {
-                // A 404 for a key the cell list names contradicts the list:
-                // kept briefly, in this isolate only (the edge routes the
-                // key by the list meanwhile).
-                let contradicted = classification == Classification::NotFound
-                    && request
-                        .value
-                        .as_deref()
-                        .is_some_and(|value| self.cells.named_by(request.kind, value).is_some());
-                let ttl = if contradicted {
-                    self.platform.warn(&format!(
-                        "the topology service answered 404 for {} {:?}, a cell GITLAB_CELLS lists: routed by the list, asked again in {CONTRADICTED_NOT_FOUND_TTL_SECS} s",
-                        request.kind.name(),
-                        request.value.as_deref().unwrap_or("")
-                    ));
-                    Some(CONTRADICTED_NOT_FOUND_TTL_SECS)
-                } else {
-                    self.cache.ttl(raw.cache_control.as_deref(), &classification)
-                }
-                .filter(|_| generation == self.generation.get());
-                if let Some(ttl) = ttl {
-                    // A learned prefix is kept under the prefix, for every
-                    // path under it; anything else under its question.
-                    let entry_key = match scope {
-                        Scope::Prefix(prefix) => learn::prefix_key(&prefix),
-                        Scope::Exact => key.to_string(),
-                    };
-                    let shared_key = shared_key_of(&entry_key);
-                    let answer = CachedAnswer {
-                        question: entry_key.clone(),
-                        tags: cache_tags(raw.cache_tag.as_deref(), request, &classification),
-                        classification: classification.clone(),
-                        expires_at_ms: self.platform.now_ms() + u64::from(ttl) * 1000,
-                        asked_at_ms: started,
-                    };
-                    let claim = claim_of(request, &entry_key, key);
-                    // An invalidation applied while the call was under way
-                    // may name it: then it is answered, not cached.
-                    let cacheable = !self.invalidated(claim, &answer);
-                    if cacheable {
-                        self.memory.borrow_mut().insert(
-                            &entry_key,
-                            &answer,
-                            self.cache.stale_if_error,
-                            claim,
-                        );
-                    }
-                    if shared_usable && cacheable && !contradicted {
-                        self.shared.put(
-                            &shared_key,
-                            &answer,
-                            ttl.saturating_add(self.cache.stale_if_error),
-                        );
-                    }
-                }
-                Resolution {
-                    classification: Some(classification),
-                    level: CacheLevel::Service,
-                    attempts,
-                    service_ms,
-                    coalesced: false,
-                    error: None,
-                }
-            }
-            Err(error) => self.failed(request, key, error, attempts, service_ms, stale),
-        }
-    }
-
-    /// No answer from the service: a stale memory entry, else the stale
-    /// shared entry read before the call (inside its window, and unless a
-    /// purge came since), else the legacy cell.
-    fn failed(
-        &self,
-        request: &ClassifyRequest,
-        key: &str,
-        error: RouterError,
-        attempts: u32,
-        service_ms: Option<u64>,
-        shared: SharedStale,
-    ) -> Resolution {
-        let now = self.platform.now_ms();
-        let stale = self
-            .memory_lookup(request, key, now)
-            .map(|(classification, _)| classification)
-            .or(shared
-                .answer
-                .filter(|(_, until)| now < *until && shared.generation == self.generation.get())
-                .map(|(classification, _)| classification));
-        Resolution {
-            level: if stale.is_some() {
-                CacheLevel::Stale
-            } else {
-                CacheLevel::Fallback
-            },
-            classification: stale,
-            attempts,
-            service_ms,
-            coalesced: false,
-            error: Some(error),
-        }
-    }
-
-    /// Calls the service with retries on timeouts, connection errors, 5xx
-    /// and 3xx (the transport never follows a redirect: a 3xx is a service
-    /// error like a 5xx); never on 4xx or an answer it cannot read. Every
-    /// attempt's outcome feeds the breaker, and a retry needs the breaker
-    /// closed and room in the retry budget.
-    ///
-    /// A learn question is asked of a cell ([`TopologyTransport::learn`])
-    /// under route learning's own breaker, alike otherwise.
-    async fn call_service(
-        &self,
-        request: &ClassifyRequest,
-        body: &str,
-        trace: &Trace,
-    ) -> (Result<(Classification, RawAnswer, Scope), RouterError>, u32) {
-        let learning = request.kind == ClassifyKind::Learn;
-        let (method, path) = request.learn_method_and_path().unwrap_or(("GET", ""));
-        let guard = if learning {
-            &self.learn_guard
-        } else {
-            &self.guard
-        };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let timeout_ms = self.client.timeout_ms;
-            let outcome = if learning {
-                self.transport.learn(method, path, timeout_ms, trace).await
-            } else {
-                self.transport.classify(body, timeout_ms, trace).await
-            };
-            let parsed = |raw: &RawAnswer| {
-                if learning {
-                    learn::parse_answer(raw.status, &raw.body, path)
-                        .map(|l| (l.classification, l.scope))
-                } else {
-                    parse_answer(raw.status, &raw.body).map(|c| (c, Scope::Exact))
-                }
-            };
-            let error = match outcome {
-                Ok(raw) => match parsed(&raw) {
-                    Ok((classification, scope)) => {
-                        guard.borrow_mut().record(true, self.platform.now_ms());
-                        return (Ok((classification, raw, scope)), attempt);
-                    }
-                    Err(
-                        e
-                        @ (RouterError::TopologyStatus(status) | RouterError::LearnStatus(status)),
-                    ) if status >= 500 || (300..400).contains(&status) => e,
-                    Err(e) => {
-                        // The service answered (a 4xx, an odd body): it is up.
-                        guard.borrow_mut().record(true, self.platform.now_ms());
-                        return (Err(e), attempt);
-                    }
-                },
-                Err(TransportError::Timeout) if learning => RouterError::LearnTimeout(timeout_ms),
-                Err(TransportError::Timeout) => RouterError::TopologyTimeout(timeout_ms),
-                Err(TransportError::Connect(why)) if learning => RouterError::LearnUnreachable(why),
-                Err(TransportError::Connect(why)) => RouterError::TopologyUnreachable(why),
-            };
-            let now = self.platform.now_ms();
-            let retry = {
-                let mut guard = guard.borrow_mut();
-                guard.record(false, now);
-                attempt <= self.client.retries && guard.allow_retry(now).is_ok()
-            };
-            if !retry {
-                return (Err(error), attempt);
-            }
-            let delay = self.client.backoff_ms(attempt, self.platform.random());
-            self.platform.sleep(delay).await;
-        }
-    }
 }
 
 /// Whether a failed lookup may be the calling request's own doing rather
@@ -739,7 +483,10 @@ where
 fn is_callers_own(error: &RouterError) -> bool {
     matches!(
         error,
-        RouterError::TopologyStatus(400..=499) | RouterError::LearnStatus(400..=499)
+        RouterError::Service(ServiceError {
+            failure: ServiceFailure::Status(400..=499),
+            ..
+        })
     )
 }
 
@@ -756,13 +503,6 @@ fn claim_of<'a>(
         }
         _ => None,
     }
-}
-
-/// An expired shared entry read under purge `generation`, with the end of
-/// its stale window (ms), kept by [`Resolver::fetch`] for the failure path.
-struct SharedStale {
-    generation: u64,
-    answer: Option<(Classification, u64)>,
 }
 
 #[cfg(test)]

@@ -1,40 +1,16 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
-use std::task::Poll;
 
 use futures_executor::LocalPool;
 use futures_util::task::LocalSpawnExt;
 
 use super::*;
+use crate::error::{Service, ServiceError, ServiceFailure};
 use crate::question::{ClassifyKind, Target};
 use crate::resolve::guard::GuardPolicy;
 use crate::resolve::topology::CellAnswer;
-
-/// A virtual clock: sleeping advances it at once, so tests are exact.
-#[derive(Default)]
-struct FakePlatform {
-    now: Cell<u64>,
-    gate: Rc<Gate>,
-    warnings: RefCell<Vec<String>>,
-}
-
-impl Platform for Rc<FakePlatform> {
-    fn now_ms(&self) -> u64 {
-        self.now.get()
-    }
-    fn random(&self) -> f64 {
-        0.5
-    }
-    async fn sleep(&self, ms: u32) {
-        // Time stands still while the gate is closed.
-        self.gate.wait().await;
-        self.now.set(self.now.get() + u64::from(ms));
-    }
-    fn warn(&self, message: &str) {
-        self.warnings.borrow_mut().push(message.to_string());
-    }
-}
+use crate::testutil::{FakePlatform, Gate};
 
 /// A scripted Topology Service that counts calls and can be slow, fail, or
 /// yield once so concurrent callers overlap.
@@ -47,32 +23,6 @@ struct FakeService {
     gate: Rc<Gate>,
     /// Learn calls, as `METHOD path`.
     learned: RefCell<Vec<String>>,
-}
-
-#[derive(Default)]
-struct Gate {
-    closed: Cell<bool>,
-    waiters: RefCell<Vec<std::task::Waker>>,
-}
-
-impl Gate {
-    fn open(&self) {
-        self.closed.set(false);
-        for w in self.waiters.borrow_mut().drain(..) {
-            w.wake();
-        }
-    }
-
-    fn wait(&self) -> impl Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| {
-            if self.closed.get() {
-                self.waiters.borrow_mut().push(cx.waker().clone());
-                Poll::Pending
-            } else {
-                Poll::Ready(())
-            }
-        })
-    }
 }
 
 impl FakeService {
@@ -227,7 +177,13 @@ fn a_failing_or_garbage_learn_call_ends_at_the_legacy_cell() {
         (CacheLevel::Fallback, None)
     );
     assert!(
-        matches!(garbage.error, Some(RouterError::LearnBadAnswer(_))),
+        matches!(
+            garbage.error,
+            Some(RouterError::Service(ServiceError {
+                service: Service::Learn,
+                failure: ServiceFailure::BadAnswer(_)
+            }))
+        ),
         "{garbage:?}"
     );
     // Not cached: the next request asks again.
@@ -236,12 +192,21 @@ fn a_failing_or_garbage_learn_call_ends_at_the_legacy_cell() {
     }
     let failed = run(resolver.resolve(&learn_q("/g/p")));
     assert_eq!(failed.classification, None);
-    assert_eq!(failed.error, Some(RouterError::LearnStatus(500)));
+    assert_eq!(
+        failed.error,
+        Some(Service::Learn.failed(ServiceFailure::Status(500)))
+    );
     assert_eq!(failed.attempts, 3, "retried like a service 5xx");
     // A prefix that does not cover the path is refused.
     service.push(learned(PREFIX_G, "max-age=60"));
     let other = run(resolver.resolve(&learn_q("/h/x")));
-    assert!(matches!(other.error, Some(RouterError::LearnBadAnswer(_))));
+    assert!(matches!(
+        other.error,
+        Some(RouterError::Service(ServiceError {
+            service: Service::Learn,
+            failure: ServiceFailure::BadAnswer(_)
+        }))
+    ));
     assert_eq!(resolver.resolve_from_memory(&learn_q("/g/p/x")), None);
 }
 
@@ -338,7 +303,7 @@ fn fifty_at_once(
     service: &Rc<FakeService>,
     question: &ClassifyRequest,
 ) -> (u32, Vec<Resolution>) {
-    service.gate.closed.set(true);
+    service.gate.close();
     let mut pool = LocalPool::new();
     let results = Rc::new(RefCell::new(Vec::new()));
     for _ in 0..50 {
@@ -503,7 +468,10 @@ fn never_retries_4xx() {
     service.push(status(400));
     let r = run(resolver.resolve(&session("cell-2")));
     assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 1));
-    assert_eq!(r.error, Some(RouterError::TopologyStatus(400)));
+    assert_eq!(
+        r.error,
+        Some(Service::Topology.failed(ServiceFailure::Status(400)))
+    );
 }
 
 #[test]
@@ -562,7 +530,7 @@ fn small_memory(
     ))
 }
 
-/// Issue 40: with more keys than the memory cache holds, an answer evicted
+/// With more keys than the memory cache holds, an answer evicted
 /// from memory was gone from the Cache API too once its TTL passed
 /// (max-age was the TTL), so a failing service sent its key to the legacy
 /// cell well inside the stale window. The shared entry now stays for the
@@ -589,7 +557,9 @@ fn an_answer_evicted_from_memory_stands_in_from_the_shared_cache() {
             (CacheLevel::Stale, Some(key.as_str())),
             "{r:?}"
         );
-        guarded += u32::from(r.error == Some(RouterError::TopologyGuarded("circuit open")));
+        guarded += u32::from(
+            r.error == Some(Service::Topology.failed(ServiceFailure::Guarded("circuit open"))),
+        );
     }
     assert!(guarded > 0, "the breaker opened and stale answers went on");
     // Past the stale window: the legacy cell.
@@ -670,7 +640,7 @@ fn a_stale_shared_entry_read_before_a_purge_is_not_answered() {
     platform.now.set(platform.now.get() + 120_000);
     // cell-2's request reads its stale shared entry, then waits on the
     // service; a purge comes; the service fails.
-    service.gate.closed.set(true);
+    service.gate.close();
     let mut pool = LocalPool::new();
     let result = Rc::new(RefCell::new(None));
     {
@@ -721,7 +691,13 @@ fn unreadable_answers_fall_back_without_retry() {
     }));
     let r = run(resolver.resolve(&session("cell-2")));
     assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 1));
-    assert!(matches!(r.error, Some(RouterError::TopologyBadAnswer(_))));
+    assert!(matches!(
+        r.error,
+        Some(RouterError::Service(ServiceError {
+            service: Service::Topology,
+            failure: ServiceFailure::BadAnswer(_)
+        }))
+    ));
 }
 
 #[test]
@@ -749,7 +725,10 @@ fn a_4xx_of_the_leading_call_is_not_shared_with_the_requests_waiting_on_it() {
     assert_eq!(results.len(), 50);
     let failed: Vec<&Resolution> = results.iter().filter(|r| r.error.is_some()).collect();
     assert_eq!(failed.len(), 1, "only the leader's own call failed");
-    assert_eq!(failed[0].error, Some(RouterError::TopologyStatus(400)));
+    assert_eq!(
+        failed[0].error,
+        Some(Service::Topology.failed(ServiceFailure::Status(400)))
+    );
     assert!(results
         .iter()
         .filter(|r| r.error.is_none())
@@ -819,7 +798,7 @@ fn backoff_grows_caps_and_jitters() {
 }
 
 /// The audit's forged session prefix, whose FNV-1a key was `cell-2`'s
-/// (issue 14).
+///.
 const FORGED_CELL_2: &str = "cell-296371275170884690274592503895712990101298676239";
 
 #[test]
@@ -879,7 +858,10 @@ fn a_redirect_is_a_service_error_retried_like_a_5xx() {
     }
     let r = run(resolver.resolve(&session("cell-2")));
     assert_eq!((r.level, r.attempts), (CacheLevel::Fallback, 3));
-    assert_eq!(r.error, Some(RouterError::TopologyStatus(307)));
+    assert_eq!(
+        r.error,
+        Some(Service::Topology.failed(ServiceFailure::Status(307)))
+    );
     assert!(shared.entries.borrow().is_empty(), "nothing cached");
     service.push(status(302));
     service.push(found("cell-2", "max-age=60"));
@@ -910,7 +892,7 @@ fn calls_during_an_outage(guard: GuardPolicy) -> u32 {
     service.calls.get()
 }
 
-/// Issue 14's figure: service calls per 1,000 requests during an outage,
+/// Service calls per 1,000 requests during an outage,
 /// before (every request 1 + 2 retries) and after (retry budget and
 /// breaker). Run with `--nocapture` to see them.
 #[test]
@@ -940,7 +922,10 @@ fn an_open_breaker_answers_from_stale_entries_without_calling() {
         (r.level, address(&r), r.attempts),
         (CacheLevel::Stale, Some("cell-2"), 0)
     );
-    assert_eq!(r.error, Some(RouterError::TopologyGuarded("circuit open")));
+    assert_eq!(
+        r.error,
+        Some(Service::Topology.failed(ServiceFailure::Guarded("circuit open")))
+    );
     assert_eq!(service.calls.get(), calls, "no call while open");
     // After the open period one probe goes; its success closes the breaker.
     platform.now.set(platform.now.get() + 5_000);
@@ -1173,7 +1158,7 @@ fn by_cell_and_by_tag() {
 fn an_answer_asked_for_before_an_invalidation_applied_during_the_call_is_not_cached() {
     let (resolver, service, shared, platform) = setup();
     let q = claim_q("route", "acme");
-    service.gate.closed.set(true);
+    service.gate.close();
     let mut pool = LocalPool::new();
     let r2 = resolver.clone();
     let q2 = q.clone();

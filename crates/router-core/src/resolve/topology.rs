@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::RouterError;
+use crate::error::{RouterError, ServiceFailure};
 use crate::question::{ClassifyRequest, Target};
 
 /// A cell as the Topology Service describes it.
@@ -57,32 +57,32 @@ struct ProxyBody {
 
 /// Parses the service's answer leniently: `"PROXY"`, `"Proxy"` and `1` all
 /// mean proxy. Anything unusable is an error for this request, never a panic.
-pub fn parse_answer(status: u16, body: &str) -> Result<Classification, RouterError> {
+pub fn parse_answer(status: u16, body: &str) -> Result<Classification, ServiceFailure> {
     match status {
         200 => {}
         404 => return Ok(Classification::NotFound),
-        other => return Err(RouterError::TopologyStatus(other)),
+        other => return Err(ServiceFailure::Status(other)),
     }
-    let answer: AnswerBody = serde_json::from_str(body)
-        .map_err(|e| RouterError::TopologyBadAnswer(format!("body: {e}")))?;
+    let answer: AnswerBody =
+        serde_json::from_str(body).map_err(|e| ServiceFailure::BadAnswer(format!("body: {e}")))?;
     let is_proxy = match &answer.action {
         Value::String(s) => s.eq_ignore_ascii_case("proxy"),
         Value::Number(n) => n.as_u64() == Some(1),
         _ => false,
     };
     if !is_proxy {
-        return Err(RouterError::TopologyBadAnswer(format!(
+        return Err(ServiceFailure::BadAnswer(format!(
             "unsupported action {}",
             answer.action
         )));
     }
     let proxy = answer
         .proxy
-        .ok_or_else(|| RouterError::TopologyBadAnswer("no proxy block".into()))?;
+        .ok_or_else(|| ServiceFailure::BadAnswer("no proxy block".into()))?;
     let address = proxy
         .address
         .filter(|a| !a.is_empty())
-        .ok_or_else(|| RouterError::TopologyBadAnswer("no proxy address".into()))?;
+        .ok_or_else(|| ServiceFailure::BadAnswer("no proxy address".into()))?;
     Ok(Classification::Cell(CellAnswer {
         address,
         registry_address: proxy.registry_address.filter(|a| !a.is_empty()),
@@ -201,7 +201,7 @@ mod tests {
         assert_eq!(parse_answer(404, "{}").unwrap(), Classification::NotFound);
         assert_eq!(
             parse_answer(503, "").unwrap_err(),
-            RouterError::TopologyStatus(503)
+            ServiceFailure::Status(503)
         );
         for body in [
             "",
@@ -212,10 +212,7 @@ mod tests {
             r#"{"action":"PROXY","proxy":{"address":""}}"#,
         ] {
             assert!(
-                matches!(
-                    parse_answer(200, body),
-                    Err(RouterError::TopologyBadAnswer(_))
-                ),
+                matches!(parse_answer(200, body), Err(ServiceFailure::BadAnswer(_))),
                 "{body}"
             );
         }

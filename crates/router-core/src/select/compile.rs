@@ -1,18 +1,21 @@
 //! Compilation: the JSON model checked and turned into rules, with errors
 //! that name the ruleset, the rule and the field.
 
+use std::collections::BTreeMap;
+
 use super::pattern::Regex;
 
 use super::model::*;
 use super::spec::*;
 use super::HeaderInterest;
 use crate::error::RulesetError;
-use crate::question::{ClassifyKind, Target};
 use crate::select::template::{self, Segment, Template, VarRef};
 use crate::select::transform::TransformKind;
 
-// ---------------------------------------------------------------------------
-// Compilation.
+mod action;
+mod error;
+
+pub(super) use error::RuleError;
 
 pub(super) struct RuleCompiler<'a> {
     pub(super) ruleset: &'a str,
@@ -23,17 +26,23 @@ pub(super) struct RuleCompiler<'a> {
 }
 
 impl RuleCompiler<'_> {
-    pub(super) fn err(&self, message: impl Into<String>) -> RulesetError {
+    /// `error` in this rule of this ruleset.
+    pub(super) fn err(&self, error: RuleError) -> RulesetError {
         RulesetError::Rule {
             ruleset: self.ruleset.to_string(),
             rule: self.rule.clone(),
-            message: message.into(),
+            message: error.to_string(),
         }
     }
 
     pub(super) fn regex(&self, field: &str, source: &str) -> Result<Regex, RulesetError> {
-        (self.make_regex)(source)
-            .map_err(|e| self.err(format!("{field}: invalid regex {source:?}: {e}")))
+        (self.make_regex)(source).map_err(|error| {
+            self.err(RuleError::Regex {
+                field: field.to_string(),
+                regex: source.to_string(),
+                error,
+            })
+        })
     }
 
     pub(super) fn opt_regex(
@@ -45,37 +54,106 @@ impl RuleCompiler<'_> {
     }
 }
 
+/// The names a rule's templates may use: the matchers' captures, then the
+/// transforms' outputs as they are declared.
+pub(super) struct Names {
+    captures: Vec<String>,
+    outputs: Vec<(String, OutputShape)>,
+}
+
+impl Names {
+    pub(super) fn template(
+        &self,
+        c: &RuleCompiler,
+        field: &str,
+        source: &str,
+    ) -> Result<Template, RulesetError> {
+        compile_template(c, field, source, &self.captures, &self.outputs)
+    }
+}
+
+/// A rule, block by block in the order its errors are reported: the
+/// matchers, the transforms, `validate`, `rollout`, the action, `circuit`.
 pub(super) fn compile_rule(
     c: &RuleCompiler,
     spec: RuleSpec,
     index: usize,
 ) -> Result<Rule, RulesetError> {
+    let matchers = compile_matchers(c, spec.cookies, spec.headers, spec.method, spec.matchers)?;
+    let mut names = Names {
+        captures: matchers.iter().flat_map(Matcher::capture_names).collect(),
+        outputs: Vec::new(),
+    };
+    let transforms = compile_transforms(c, spec.transform, &mut names)?;
+    let validate = compile_validate(c, spec.validate, &names)?;
+    let rollout = spec
+        .rollout
+        .map(|r| compile_rollout(c, r, &names))
+        .transpose()?;
+    let has_reject_block = spec.reject.is_some();
+    let action = action::compile_action(
+        c,
+        &spec.action,
+        action::Blocks {
+            classify: spec.classify,
+            proxy: spec.proxy,
+            reject: spec.reject,
+        },
+        &names,
+    )?;
+    if !matches!(action, RuleAction::Reject { .. }) && has_reject_block {
+        return Err(c.err(RuleError::RejectBlock));
+    }
+    let counts_gateway_statuses = spec.circuit.is_some_and(|b| b.count_gateway_statuses);
+    if counts_gateway_statuses && matches!(action, RuleAction::Reject { .. }) {
+        return Err(c.err(RuleError::NothingToCount));
+    }
+    Ok(Rule {
+        id: spec.id.unwrap_or_else(|| format!("rule-{}", index + 1)),
+        matchers,
+        transforms,
+        exist: validate.exist,
+        not_reserved: validate.not_reserved,
+        max_length: validate.max_length,
+        rollout,
+        action,
+        counts_gateway_statuses,
+    })
+}
+
+/// The seed matchers (`cookies`, `headers`, `method`), then `match`.
+fn compile_matchers(
+    c: &RuleCompiler,
+    cookies: Option<BTreeMap<String, SeedMatchSpec>>,
+    headers: Option<BTreeMap<String, SeedMatchSpec>>,
+    method: Option<OneOrMany<String>>,
+    listed: Option<OneOrMany<MatcherSpec>>,
+) -> Result<Vec<Matcher>, RulesetError> {
     let mut matchers = Vec::new();
-    for (name, m) in spec.cookies.into_iter().flatten() {
+    for (name, m) in cookies.into_iter().flatten() {
         matchers.push(Matcher::Cookie {
             name: NameMatch::Exact(name.clone()),
             value: Some(c.regex(&format!("cookies.{name}.match_regex"), &m.match_regex)?),
         });
     }
-    for (name, m) in spec.headers.into_iter().flatten() {
+    for (name, m) in headers.into_iter().flatten() {
         matchers.push(Matcher::Header {
             name: NameMatch::Exact(name.to_ascii_lowercase()),
             value: Some(c.regex(&format!("headers.{name}.match_regex"), &m.match_regex)?),
         });
     }
-    if let Some(methods) = spec.method {
+    if let Some(methods) = method {
         let methods: Vec<String> = methods
             .into_vec()
             .iter()
             .map(|m| m.to_ascii_uppercase())
             .collect();
         if methods.is_empty() {
-            return Err(c.err("method: empty list matches nothing"));
+            return Err(c.err(RuleError::NoMethod));
         }
         matchers.push(Matcher::Method(MethodMatch::List(methods)));
     }
-    for (i, m) in spec
-        .matchers
+    for (i, m) in listed
         .map(OneOrMany::into_vec)
         .unwrap_or_default()
         .into_iter()
@@ -83,14 +161,18 @@ pub(super) fn compile_rule(
     {
         matchers.push(compile_matcher(c, &format!("match[{i}]"), m)?);
     }
+    Ok(matchers)
+}
 
-    // Names a template may use: captures of the matchers, then transform
-    // outputs as they are declared.
-    let captures: Vec<String> = matchers.iter().flat_map(Matcher::capture_names).collect();
-    let mut outputs: Vec<(String, OutputShape)> = Vec::new();
+/// The `transform` list; each output joins `names` for the templates
+/// after it.
+fn compile_transforms(
+    c: &RuleCompiler,
+    listed: Option<OneOrMany<TransformSpec>>,
+    names: &mut Names,
+) -> Result<Vec<Transform>, RulesetError> {
     let mut transforms = Vec::new();
-    for (i, t) in spec
-        .transform
+    for (i, t) in listed
         .map(OneOrMany::into_vec)
         .unwrap_or_default()
         .into_iter()
@@ -98,10 +180,10 @@ pub(super) fn compile_rule(
     {
         let field = format!("transform[{i}]");
         let kind = TransformKind::parse(&t.kind).ok_or_else(|| {
-            c.err(format!(
-                "{field}.type: unknown transform {:?} (known: routable-token-payload, base64, jwt-claims)",
-                t.kind
-            ))
+            c.err(RuleError::UnknownTransform {
+                field: field.clone(),
+                kind: t.kind.clone(),
+            })
         })?;
         if t.output.is_empty()
             || !t
@@ -109,21 +191,22 @@ pub(super) fn compile_rule(
                 .chars()
                 .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
         {
-            return Err(c.err(format!(
-                "{field}.output: {:?} is not a plain name",
-                t.output
-            )));
+            return Err(c.err(RuleError::NotAPlainName {
+                field,
+                output: t.output,
+            }));
         }
-        if captures.contains(&t.output) || outputs.iter().any(|(n, _)| *n == t.output) {
-            return Err(c.err(format!("{field}.output: {:?} is already defined", t.output)));
+        if names.captures.contains(&t.output) || names.outputs.iter().any(|(n, _)| *n == t.output) {
+            return Err(c.err(RuleError::AlreadyDefined {
+                field,
+                output: t.output,
+            }));
         }
-        let input = compile_template(c, &format!("{field}.input"), &t.input, &captures, &outputs)?;
+        let input = names.template(c, &format!("{field}.input"), &t.input)?;
         let extract = match &t.extract {
             None => None,
             Some(_) if !kind.yields_text() => {
-                return Err(c.err(format!(
-                    "{field}.extract: only a text transform (base64, lowercase, percent-decode) has text to extract from"
-                )))
+                return Err(c.err(RuleError::NoTextToExtract { field }))
             }
             Some(re) => Some(c.regex(&format!("{field}.extract"), re)?),
         };
@@ -138,9 +221,24 @@ pub(super) fn compile_rule(
             input,
             extract,
         });
-        outputs.push((t.output, shape));
+        names.outputs.push((t.output, shape));
     }
-    let validate = spec.validate.unwrap_or(ValidateSpec {
+    Ok(transforms)
+}
+
+/// A rule's `validate` block, compiled.
+struct Validation {
+    exist: Vec<Template>,
+    not_reserved: Vec<Template>,
+    max_length: Vec<(Template, usize)>,
+}
+
+fn compile_validate(
+    c: &RuleCompiler,
+    validate: Option<ValidateSpec>,
+    names: &Names,
+) -> Result<Validation, RulesetError> {
+    let validate = validate.unwrap_or(ValidateSpec {
         exist: Vec::new(),
         not_reserved: Vec::new(),
         max_length: Default::default(),
@@ -149,191 +247,46 @@ pub(super) fn compile_rule(
         sources
             .iter()
             .enumerate()
-            .map(|(i, t)| compile_template(c, &format!("{field}[{i}]"), t, &captures, &outputs))
+            .map(|(i, t)| names.template(c, &format!("{field}[{i}]"), t))
             .collect::<Result<Vec<_>, _>>()
     };
     let exist = templates("validate.exist", &validate.exist)?;
     let not_reserved = templates("validate.notReserved", &validate.not_reserved)?;
     let bounded = templates("validate.maxLength", &validate.max_length.templates)?;
-    let max_length = bounded
-        .into_iter()
-        .zip(validate.max_length.bounds)
-        .collect();
-
-    let rollout = spec
-        .rollout
-        .map(|r| -> Result<Rollout, RulesetError> {
-            let basis_points = match r.percentage {
-                None => None,
-                Some(p) if (0.0..=100.0).contains(&p) => Some((p * 100.0).round() as u32),
-                Some(p) => {
-                    return Err(c.err(format!("rollout.percentage: {p} is not within 0..=100")))
-                }
-            };
-            Ok(Rollout {
-                value: compile_template(c, "rollout.value", &r.value, &captures, &outputs)?,
-                include: r
-                    .include
-                    .iter()
-                    .map(|s| c.regex("rollout.include", s))
-                    .collect::<Result<_, _>>()?,
-                exclude: r
-                    .exclude
-                    .iter()
-                    .map(|s| c.regex("rollout.exclude", s))
-                    .collect::<Result<_, _>>()?,
-                basis_points,
-                seed: r.seed,
-            })
-        })
-        .transpose()?;
-
-    let has_reject_block = spec.reject.is_some();
-    let action = match spec.action.to_ascii_lowercase().as_str() {
-        "classify" => {
-            if spec.proxy.is_some() {
-                return Err(c.err("action is classify but a proxy block is given"));
-            }
-            let cl = spec
-                .classify
-                .ok_or_else(|| c.err("action is classify but there is no classify block"))?;
-            let kind = match (cl.source.as_deref(), cl.kind.as_deref()) {
-                (Some("learn"), None) => {
-                    if cl.value.is_some() {
-                        return Err(c.err(
-                            "classify.value: a learn classification asks with the request's method and path; it takes no value",
-                        ));
-                    }
-                    ClassifyKind::Learn
-                }
-                (Some("learn"), Some(_)) => {
-                    return Err(c.err(
-                        "classify.type: a learn classification has no type (the cell's learn endpoint answers for the path)",
-                    ))
-                }
-                (None | Some("topology"), Some(kind)) => ClassifyKind::parse(kind)
-                    .ok_or_else(|| c.err(format!("classify.type: unknown type {kind:?}")))?,
-                (None | Some("topology"), None) => {
-                    return Err(c.err("classify.type: missing (or give \"source\": \"learn\")"))
-                }
-                (Some(other), _) => {
-                    return Err(c.err(format!(
-                        "classify.source: {other:?} is neither topology nor learn"
-                    )))
-                }
-            };
-            let target = match cl.target.as_deref() {
-                None => Target::Web,
-                Some(t) => Target::parse(t).ok_or_else(|| {
-                    c.err(format!(
-                        "classify.target: {t:?} is neither web nor registry"
-                    ))
-                })?,
-            };
-            let value = match (&cl.value, kind.needs_value() && kind != ClassifyKind::Learn) {
-                (Some(v), _) => Some(compile_template(
-                    c,
-                    "classify.value",
-                    v,
-                    &captures,
-                    &outputs,
-                )?),
-                (None, true) => {
-                    return Err(c.err(format!("classify.value: {} needs a value", kind.name())))
-                }
-                (None, false) => None,
-            };
-            let next_on_not_found = match cl.not_found.as_deref() {
-                None | Some("legacy-cell") => false,
-                Some("next-rule") => true,
-                Some(other) => {
-                    return Err(c.err(format!(
-                        "classify.notFound: {other:?} is neither legacy-cell nor next-rule"
-                    )))
-                }
-            };
-            let unavailable_on_outage = match cl.on_outage.as_deref() {
-                None | Some("legacy-cell") => false,
-                Some("unavailable") => true,
-                Some(other) => {
-                    return Err(c.err(format!(
-                        "classify.onOutage: {other:?} is neither legacy-cell nor unavailable"
-                    )))
-                }
-            };
-            RuleAction::Classify {
-                kind,
-                value,
-                target,
-                next_on_not_found,
-                unavailable_on_outage,
-            }
-        }
-        "proxy" => {
-            if spec.classify.is_some() {
-                return Err(c.err("action is proxy but a classify block is given"));
-            }
-            let address = spec.proxy.and_then(|p| p.address);
-            if let Some(address) = &address {
-                crate::address::validate_address(address)
-                    .map_err(|e| c.err(format!("proxy.address: {e}")))?;
-            }
-            RuleAction::Proxy { address }
-        }
-        "spread" => {
-            if spec.classify.is_some() || spec.proxy.is_some() {
-                return Err(c.err("action is spread but a classify or proxy block is given"));
-            }
-            RuleAction::Spread
-        }
-        "reject" => {
-            if spec.classify.is_some() || spec.proxy.is_some() {
-                return Err(c.err("action is reject but a classify or proxy block is given"));
-            }
-            let r = spec
-                .reject
-                .ok_or_else(|| c.err("action is reject but there is no reject block"))?;
-            if !(400..=499).contains(&r.status) {
-                return Err(c.err(format!(
-                    "reject.status: {} is not a client error (400..=499)",
-                    r.status
-                )));
-            }
-            let message = r
-                .message
-                .unwrap_or_else(|| "request rejected by the router".to_string());
-            if message.contains(['\r', '\n']) {
-                return Err(c.err("reject.message: must be one line"));
-            }
-            RuleAction::Reject {
-                status: r.status,
-                message,
-            }
-        }
-        other => {
-            return Err(c.err(format!(
-                "action: {other:?} is not classify, proxy, spread or reject"
-            )))
-        }
-    };
-    if !matches!(action, RuleAction::Reject { .. }) && has_reject_block {
-        return Err(c.err("a reject block is given but the action is not reject"));
-    }
-    let counts_gateway_statuses = spec.circuit.is_some_and(|b| b.count_gateway_statuses);
-    if counts_gateway_statuses && matches!(action, RuleAction::Reject { .. }) {
-        return Err(c.err("circuit.countGatewayStatuses: a reject rule forwards nothing to count"));
-    }
-
-    Ok(Rule {
-        id: spec.id.unwrap_or_else(|| format!("rule-{}", index + 1)),
-        matchers,
-        transforms,
+    Ok(Validation {
         exist,
         not_reserved,
-        max_length,
-        rollout,
-        action,
-        counts_gateway_statuses,
+        max_length: bounded
+            .into_iter()
+            .zip(validate.max_length.bounds)
+            .collect(),
+    })
+}
+
+fn compile_rollout(
+    c: &RuleCompiler,
+    r: RolloutSpec,
+    names: &Names,
+) -> Result<Rollout, RulesetError> {
+    let basis_points = match r.percentage {
+        None => None,
+        Some(p) if (0.0..=100.0).contains(&p) => Some((p * 100.0).round() as u32),
+        Some(p) => return Err(c.err(RuleError::Percentage(p))),
+    };
+    Ok(Rollout {
+        value: names.template(c, "rollout.value", &r.value)?,
+        include: r
+            .include
+            .iter()
+            .map(|s| c.regex("rollout.include", s))
+            .collect::<Result<_, _>>()?,
+        exclude: r
+            .exclude
+            .iter()
+            .map(|s| c.regex("rollout.exclude", s))
+            .collect::<Result<_, _>>()?,
+        basis_points,
+        seed: r.seed,
     })
 }
 
@@ -345,7 +298,9 @@ pub(super) fn compile_matcher(
     let value = c.opt_regex(&format!("{field}.regexValue"), m.regex_value.as_deref())?;
     let name = match (m.name, m.regex_name) {
         (Some(_), Some(_)) => {
-            return Err(c.err(format!("{field}: give name or regexName, not both")))
+            return Err(c.err(RuleError::TwoNames {
+                field: field.to_string(),
+            }))
         }
         (Some(n), None) => Some(NameMatch::Exact(n)),
         (None, Some(re)) => Some(NameMatch::Regex(
@@ -357,20 +312,28 @@ pub(super) fn compile_matcher(
         match name {
             Some(NameMatch::Exact(n)) if lower => Ok(NameMatch::Exact(n.to_ascii_lowercase())),
             Some(n) => Ok(n),
-            None => Err(c.err(format!(
-                "{field}: a {} matcher needs name or regexName",
-                m.kind
-            ))),
+            None => Err(c.err(RuleError::NeedsName {
+                field: field.to_string(),
+                kind: m.kind.clone(),
+            })),
         }
     };
     let no_name = |name: &Option<NameMatch>| -> Result<(), RulesetError> {
         match name {
-            Some(_) => Err(c.err(format!("{field}: a {} matcher takes no name", m.kind))),
+            Some(_) => Err(c.err(RuleError::TakesNoName {
+                field: field.to_string(),
+                kind: m.kind.clone(),
+            })),
             None => Ok(()),
         }
     };
     let needs_value = |value: Option<Regex>| -> Result<Regex, RulesetError> {
-        value.ok_or_else(|| c.err(format!("{field}: a {} matcher needs regexValue", m.kind)))
+        value.ok_or_else(|| {
+            c.err(RuleError::NeedsValue {
+                field: field.to_string(),
+                kind: m.kind.clone(),
+            })
+        })
     };
     Ok(match m.kind.as_str() {
         "path" => {
@@ -398,9 +361,10 @@ pub(super) fn compile_matcher(
             value,
         },
         other => {
-            return Err(c.err(format!(
-                "{field}.type: unknown matcher {other:?} (known: path, header, cookie, query, method, host)"
-            )))
+            return Err(c.err(RuleError::UnknownMatcher {
+                field: field.to_string(),
+                kind: other.to_string(),
+            }))
         }
     })
 }
@@ -412,7 +376,12 @@ pub(super) fn compile_template(
     captures: &[String],
     outputs: &[(String, OutputShape)],
 ) -> Result<Template, RulesetError> {
-    let parts = template::parse(source).map_err(|e| c.err(format!("{field}: {e}")))?;
+    let parts = template::parse(source).map_err(|e| {
+        c.err(RuleError::Template {
+            field: field.to_string(),
+            error: e.to_string(),
+        })
+    })?;
     let mut segments = Vec::with_capacity(parts.len());
     for part in parts {
         match part {
@@ -423,9 +392,13 @@ pub(super) fn compile_template(
                     .enumerate()
                     .find(|(_, (n, _))| *n == var.head);
                 let var_ref = if let Some((i, (_, shape))) = output {
-                    shape
-                        .check_key(var.tail.as_deref())
-                        .map_err(|e| c.err(format!("{field}: ${{{}}}: {e}", var.head)))?;
+                    shape.check_key(var.tail.as_deref()).map_err(|e| {
+                        c.err(RuleError::TemplateKey {
+                            field: field.to_string(),
+                            var: var.head.clone(),
+                            error: e.to_string(),
+                        })
+                    })?;
                     VarRef::Output {
                         output: i,
                         key: var.tail,
@@ -437,16 +410,19 @@ pub(super) fn compile_template(
                         Some(t) => format!("{}.{t}", var.head),
                         None => var.head.clone(),
                     };
-                    return Err(c.err(format!(
-                        "{field}: ${{{shown}}} names no capture group of this rule's matchers and no transform output before it"
-                    )));
+                    return Err(c.err(RuleError::UnknownName {
+                        field: field.to_string(),
+                        var: shown,
+                    }));
                 };
                 segments.push(Segment::Var(var_ref));
             }
         }
     }
     if segments.is_empty() {
-        return Err(c.err(format!("{field}: empty template")));
+        return Err(c.err(RuleError::EmptyTemplate {
+            field: field.to_string(),
+        }));
     }
     Ok(Template {
         source: source.to_string(),

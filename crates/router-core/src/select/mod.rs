@@ -25,7 +25,7 @@ use crate::error::RulesetError;
 use crate::request::RequestParts;
 
 use crate::decision::{Action, Decision};
-use compile::{compile_rule, header_interest, RuleCompiler};
+use compile::{compile_rule, header_interest, RuleCompiler, RuleError};
 use dispatch::PathDispatch;
 use eval::Eval;
 pub use model::Rule;
@@ -190,15 +190,13 @@ impl Ruleset {
             };
             let rule = compile_rule(&compiler, spec, index)?;
             if let Some(earlier) = &catch_all {
-                return Err(compiler.err(format!(
-                    "unreachable: rule {earlier} before it matches every request"
-                )));
+                return Err(compiler.err(RuleError::Unreachable(earlier.clone())));
             }
             if rule.is_catch_all() {
                 catch_all = Some(compiler.rule.clone());
             }
             if rules.iter().any(|r: &Rule| r.id == rule.id) {
-                return Err(compiler.err(format!("duplicate rule id {:?}", rule.id)));
+                return Err(compiler.err(RuleError::DuplicateId(rule.id.clone())));
             }
             rules.push(rule);
         }

@@ -70,7 +70,7 @@ mod tests {
         }
     }
 
-    /// Words GitLab reserved once and has since freed (issue 35): a
+    /// Words GitLab reserved once and has since freed: a
     /// namespace may carry them, so the router claims them.
     #[test]
     fn words_gitlab_freed_are_claimable() {

@@ -442,19 +442,41 @@ fn snake_case_field_names_load() {
     assert_eq!(rules.rules().len(), 1);
 }
 
-/// The shipped rulesets (`rules/*.json`), each compiled, with its name.
+/// The rulesets the worker can be built with (`rules/*.json`, and
+/// `tests/e2e/rules/*.json` for the test build), each compiled, with its
+/// name.
 pub(super) fn shipped_rulesets() -> Vec<(String, Ruleset)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rules");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "json") {
-            let name = path.file_stem().unwrap().to_str().unwrap().to_string();
-            let json = std::fs::read_to_string(&path).unwrap();
-            let rules = Ruleset::from_json(&name, &json).unwrap_or_else(|e| panic!("{e}"));
-            out.push((name, rules));
+    for dir in ["rules", "tests/e2e/rules"] {
+        for entry in std::fs::read_dir(repo.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+                let json = std::fs::read_to_string(&path).unwrap();
+                let rules = Ruleset::from_json(&name, &json).unwrap_or_else(|e| panic!("{e}"));
+                out.push((name, rules));
+            }
         }
     }
+    out
+}
+
+/// Every regex of [`shipped_rulesets`], once each, as the rules compile it
+/// (after the JavaScript-class rewrite).
+pub(super) fn shipped_regexes() -> Vec<String> {
+    let mut out: Vec<String> = shipped_rulesets()
+        .iter()
+        .flat_map(|(_, rules)| {
+            rules
+                .regex_facts()
+                .into_iter()
+                .map(|facts| facts.source.to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort();
+    out.dedup();
     out
 }
 

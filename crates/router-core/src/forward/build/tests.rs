@@ -3,36 +3,16 @@
 //! random draws the tests set.
 
 use std::borrow::Cow;
-use std::cell::Cell;
 
 use super::*;
 use crate::config::Config;
+use crate::error::{Service, ServiceFailure};
 use crate::isolate::IsolateState;
-use crate::resolve::cells;
+use crate::log::CacheLevel;
+use crate::resolve::cells::{self, Outcome};
+use crate::testutil::FakePlatform;
 use crate::trace::{Trace, CF_RAY_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use crate::Ruleset;
-
-/// Time and randomness the tests set: a fixed clock, a chosen draw, CSPRNG
-/// bytes of 0xab.
-struct FakePlatform {
-    now: Cell<u64>,
-    random: Cell<f64>,
-}
-
-impl Platform for FakePlatform {
-    fn now_ms(&self) -> u64 {
-        self.now.get()
-    }
-    fn random(&self) -> f64 {
-        self.random.get()
-    }
-    fn random_bytes(&self, out: &mut [u8]) {
-        out.fill(0xab);
-    }
-    async fn sleep(&self, ms: u32) {
-        self.now.set(self.now.get() + u64::from(ms));
-    }
-}
 
 /// An isolate's state as the edge makes it from its variables, with the
 /// shipped ruleset they name (read from rules/).
@@ -49,8 +29,9 @@ impl std::ops::Deref for Isolate {
 }
 
 impl Isolate {
-    fn router(&self) -> Router<'_> {
-        self.state.router(self.state.config.request_logging, false)
+    fn view(&self) -> IsolateView<'_> {
+        self.state
+            .forward_view(self.state.config.request_logging, false)
     }
     fn now_ms(&self) -> u64 {
         self.platform.now.get()
@@ -72,10 +53,7 @@ fn isolate_with(vars: &[(&str, &str)]) -> (Isolate, Vec<String>) {
     let ruleset = config.rules_config.as_deref().and_then(shipped_ruleset);
     let iso = Isolate {
         state: IsolateState::new(config, ruleset),
-        platform: FakePlatform {
-            now: Cell::new(1_000_000),
-            random: Cell::new(0.5),
-        },
+        platform: FakePlatform::at(1_000_000),
     };
     (iso, problems.iter().map(ToString::to_string).collect())
 }
@@ -101,7 +79,7 @@ fn incoming(iso: &Isolate, url: &str, headers: &[(&str, &str)]) -> Incoming {
 
 /// The plan for a request in this isolate.
 fn plan<'a>(iso: &'a Isolate, req: &'a Incoming, routed: Option<&Routed<'a>>) -> Plan<'a> {
-    super::plan(&iso.router(), &iso.platform, req, routed)
+    super::plan(&iso.view(), &iso.platform, req, routed)
 }
 
 /// The ruleset's decision for `req`, as routed without a service.
@@ -237,7 +215,8 @@ fn sampled_logging_writes_routine_lines_only_when_drawn() {
         ("GITLAB_REQUEST_LOG", "sample:0.01"),
     ]);
     let req = incoming(&iso, "https://gitlab.com/explore", &[]);
-    let mut log = iso.router().request_log(&req);
+    let view = iso.view();
+    let mut log = RequestContext::new(&view, &req, None).log;
     assert_eq!(
         log_plan(iso.config.request_logging, &log, || 0.5).min_status,
         500
@@ -309,7 +288,7 @@ fn a_write_during_an_outage_is_refused_with_retry_after_and_a_read_falls_back() 
         attempts: 1,
         service_ms: Some(3),
         coalesced: false,
-        error: Some(RouterError::TopologyUnreachable("refused".into())),
+        error: Some(Service::Topology.failed(ServiceFailure::Unreachable("refused".into()))),
     };
     let mut push = incoming(
         &iso,
@@ -388,7 +367,7 @@ fn a_stale_not_found_that_handed_a_request_on_is_in_its_log_line() {
                 attempts: 3,
                 service_ms: Some(120),
                 coalesced: false,
-                error: Some(RouterError::TopologyStatus(503)),
+                error: Some(Service::Topology.failed(ServiceFailure::Status(503))),
             },
         )],
     };
@@ -434,7 +413,7 @@ fn service_down<'a>(iso: &'a Isolate, req: &Incoming) -> Routed<'a> {
             attempts: 3,
             service_ms: Some(900),
             coalesced: false,
-            error: Some(RouterError::TopologyTimeout(300)),
+            error: Some(Service::Topology.failed(ServiceFailure::Timeout(300))),
         }),
         fell_through: Vec::new(),
     }
@@ -589,22 +568,22 @@ fn only_classified_requests_get_a_not_found_delay() {
         ("GITLAB_NOT_FOUND_DELAY_MS", "50-250"),
     ]);
     assert_eq!(
-        not_found_deadline(&iso.config.forward_settings(), true, || 0.0),
+        refusal::not_found_deadline(&iso.config.forward_settings(), true, || 0.0),
         50
     );
     assert_eq!(
-        not_found_deadline(&iso.config.forward_settings(), true, || 0.999),
+        refusal::not_found_deadline(&iso.config.forward_settings(), true, || 0.999),
         250
     );
     assert_eq!(
-        not_found_deadline(&iso.config.forward_settings(), false, || panic!(
+        refusal::not_found_deadline(&iso.config.forward_settings(), false, || panic!(
             "not drawn"
         )),
         0
     );
     let (off, _) = isolate_with(LEGACY);
     assert_eq!(
-        not_found_deadline(&off.config.forward_settings(), true, || panic!("not drawn")),
+        refusal::not_found_deadline(&off.config.forward_settings(), true, || panic!("not drawn")),
         0
     );
     // A fixed route's plan carries none.
@@ -703,6 +682,64 @@ fn a_version_override_needs_the_smoke_test_secret() {
         200
     );
     assert_eq!(status(&with, &[]), 200, "no override: routed as ever");
+}
+
+#[test]
+fn a_smoke_test_is_told_its_route_and_no_other_request_is() {
+    let (iso, _) = isolate_with(&[CELLS, &[("GITLAB_SMOKE_TEST_SECRET", "s3cret")]].concat());
+    let route = |path: &str, headers: &[(&str, &str)]| {
+        let req = incoming(&iso, &format!("https://gitlab.com{path}"), headers);
+        let f = forward_of(plan(&iso, &req, Some(&service_down(&iso, &req))));
+        f.response_set
+            .iter()
+            .map(|(n, v)| format!("{n}: {v}"))
+            .collect::<Vec<_>>()
+    };
+    let cookie = format!("_gitlab_session=cell-2-{}", "0a".repeat(16));
+    let smoke = ("x-gitlab-http-router-smoke-test", "s3cret");
+    assert_eq!(
+        route("/dashboard", &[("cookie", &cookie), smoke]),
+        [
+            "x-gitlab-http-router-route-rule: session_cookie",
+            "x-gitlab-http-router-route-cell: 2",
+            "x-gitlab-http-router-route-upstream: cell2.example"
+        ]
+    );
+    assert_eq!(
+        route("/explore", &[smoke]),
+        [
+            "x-gitlab-http-router-route-rule: legacy",
+            "x-gitlab-http-router-route-cell: 1",
+            "x-gitlab-http-router-route-upstream: legacy.example:8080"
+        ]
+    );
+    for headers in [
+        &[("cookie", cookie.as_str())][..],
+        &[
+            ("cookie", &cookie),
+            ("x-gitlab-http-router-smoke-test", "guess"),
+        ],
+        &[("cookie", &cookie), ("x-gitlab-http-router-smoke-test", "")],
+    ] {
+        assert!(route("/dashboard", headers).is_empty(), "{headers:?}");
+    }
+    let (no_secret, _) = isolate_with(CELLS);
+    let req = incoming(&no_secret, "https://gitlab.com/dashboard", &[smoke]);
+    let f = forward_of(plan(&no_secret, &req, Some(&decided(&no_secret, &req))));
+    assert!(f.response_set.is_empty(), "no secret configured");
+}
+
+#[test]
+fn a_route_header_value_is_visible_ascii() {
+    let names = headers::route_names(
+        true,
+        Some(" odd\u{0}rule\r\nid é "),
+        Some(3),
+        "cell3.example",
+    );
+    assert_eq!(names[0].1, "oddruleid");
+    assert_eq!(names[1].1, "3");
+    assert_eq!(names[2].1, "cell3.example");
 }
 
 #[test]

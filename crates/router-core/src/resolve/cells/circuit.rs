@@ -3,8 +3,8 @@
 //! pure state machine over the caller's clock (like [`crate::resolve::guard`] for
 //! the Topology Service).
 //!
-//! Only the cell's own failure opens a circuit (docs/decisions.md, "Cell
-//! circuits"):
+//! Only the cell's own failure opens a circuit (docs/decisions-operations.md,
+//! "Cells as configuration"):
 //!
 //! * **What counts.** A request without a body that the cell never
 //!   answered: the connection refused or reset, or no response headers

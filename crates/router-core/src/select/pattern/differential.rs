@@ -1,6 +1,6 @@
 //! A rule regex held to the `regex` crate on one value: the program the
 //! build compiles (run as the worker runs it: required prefixes, the
-//! one-pass sequence, the backtracking VM and the Pike VM) finds what the
+//! backtracking VM and the Pike VM) finds what the
 //! crate's `captures` finds on the same source after the JavaScript-class
 //! rewrite: whether it matches, every group's span and every named group.
 //! The tests' oracle (`oracle.rs`) and the `regex_differential` fuzz
@@ -76,8 +76,8 @@ impl RegexOracle {
         })
     }
 
-    /// The program's groups, and the whole `Regex` (prefixes, sequence
-    /// and program) on its named groups, against the crate.
+    /// The program's groups, and the whole `Regex` (prefixes and
+    /// program) on its named groups, against the crate.
     pub fn check(&self, value: &str) -> Result<(), String> {
         let expected = theirs(&self.re, value);
         let got = ours(&self.ours.program, value).map_err(|e| format!("{:?}: {e}", self.source))?;

@@ -1,13 +1,12 @@
 //! A rule's regex: its program (`vm.rs`), its capture names and the fast
-//! paths in front of the program (required prefixes, `prefix.rs`; the
-//! one-pass sequences, `sequence.rs`).
+//! path in front of the program (required prefixes, `prefix.rs`).
 //!
 //! Rule regexes keep GitLab's JavaScript semantics: a search, anchored
 //! only by `^` and `$`, leftmost-first, `\d \w \s \b` as JavaScript reads
 //! them (`js_classes.rs`). Each is parsed by `regex-syntax` and compiled to
 //! a program (`thompson.rs`, feature `compile`) that a Pike VM runs. The
 //! rulesets compiled into the worker were compiled by `build.rs`, which
-//! writes every regex's program, names, prefixes and sequence into a
+//! writes every regex's program, names and prefixes into a
 //! [`RegexTable`] beside the ruleset; the worker loads them with
 //! [`Ruleset::from_prechecked_json`](super::Ruleset::from_prechecked_json)
 //! and holds no regex parser or compiler (built without `compile`), so a
@@ -24,7 +23,6 @@ mod js_classes;
 mod oracle;
 #[cfg(feature = "compile")]
 mod prefix;
-mod sequence;
 #[cfg(feature = "compile")]
 mod thompson;
 mod vm;
@@ -46,8 +44,6 @@ pub struct RegexFacts<'a> {
     /// Every match starts with one of these (`prefix.rs`); `None`: no
     /// such list.
     pub prefixes: Option<&'a [&'a [u8]]>,
-    /// The regex as a sequence (`sequence.rs`); `None`: not one.
-    pub sequence: Option<&'a [u32]>,
     /// The regex's program (`vm.rs`).
     pub program: &'a [u32],
 }
@@ -60,7 +56,6 @@ pub struct OwnedRegexFacts<'a> {
     pub source: &'a str,
     pub names: Vec<Option<&'a str>>,
     pub prefixes: Option<Vec<&'a [u8]>>,
-    pub sequence: Option<&'a [u32]>,
     pub program: &'a [u32],
 }
 
@@ -70,7 +65,6 @@ impl OwnedRegexFacts<'_> {
             source: self.source,
             names: &self.names,
             prefixes: self.prefixes.as_deref(),
-            sequence: self.sequence,
             program: self.program,
         }
     }
@@ -89,8 +83,6 @@ pub(crate) struct Regex {
     /// A value that starts with none of these does not match (`None`:
     /// every value goes to the program).
     prefixes: Prefixes,
-    /// See [`RegexFacts::sequence`]: matched without the program.
-    sequence: Option<Box<sequence::Code>>,
     /// Checked by [`Program::new`] when the regex was made.
     program: Box<[u32]>,
 }
@@ -116,7 +108,6 @@ impl Regex {
             names: thompson::capture_names(&hir).into_boxed_slice(),
             prefixes: prefix::required_prefixes(&hir)
                 .map(|ps| ps.into_iter().map(Vec::into_boxed_slice).collect()),
-            sequence: sequence::compile(&hir).map(Vec::into_boxed_slice),
             program: program.into_boxed_slice(),
         })
     }
@@ -142,7 +133,6 @@ impl Regex {
             prefixes: facts
                 .prefixes
                 .map(|ps| ps.iter().map(|p| Box::from(*p)).collect()),
-            sequence: facts.sequence.map(Box::from),
             program: facts.program.into(),
         })
     }
@@ -161,7 +151,6 @@ impl Regex {
                 .prefixes
                 .as_ref()
                 .map(|ps| ps.iter().map(|p| &**p).collect()),
-            sequence: self.sequence.as_deref(),
             program: &self.program,
         }
     }
@@ -180,46 +169,16 @@ impl Regex {
     }
 
     pub(crate) fn is_match(&self, haystack: &str) -> bool {
-        self.admits(haystack)
-            && match &self.sequence {
-                Some(code) => sequence::find(code, haystack).is_some(),
-                None => self.program().is_match(haystack),
-            }
-    }
-
-    /// For a regex with one capture group that is a sequence
-    /// (`sequence.rs`): `Some` of whether
-    /// `haystack` matches and, if so, its group's span; `None` for other
-    /// regexes (use the program).
-    fn group_match(&self, haystack: &str) -> Option<Option<std::ops::Range<usize>>> {
-        if self.names.len() != 2 {
-            return None;
-        }
-        let code = self.sequence.as_ref()?;
-        Some(
-            self.admits(haystack)
-                .then(|| sequence::find(code, haystack))
-                .flatten(),
-        )
+        self.admits(haystack) && self.program().is_match(haystack)
     }
 
     /// Matches `haystack`, handing `group` each named group that took part
-    /// (its name and span); returns whether it matched. A regex with one
-    /// group that is a sequence is answered without the program.
+    /// (its name and span); returns whether it matched.
     pub(crate) fn named_groups<'s>(
         &'s self,
         haystack: &str,
         mut group: impl FnMut(&'s str, std::ops::Range<usize>),
     ) -> bool {
-        if let Some(found) = self.group_match(haystack) {
-            let Some(span) = found else {
-                return false;
-            };
-            if let Some(name) = self.names.get(1).and_then(|n| n.as_deref()) {
-                group(name, span);
-            }
-            return true;
-        }
         if !self.admits(haystack) {
             return false;
         }
@@ -291,7 +250,6 @@ mod tests {
                 source: "(?<a>x)(y)",
                 names: &[None, Some("a"), None],
                 prefixes: None,
-                sequence: None,
                 program: &compiled.program,
             },
             RegexFacts {
@@ -299,7 +257,6 @@ mod tests {
                 names: &[None],
                 // Not its real prefix: shows the table's is used.
                 prefixes: Some(&[b"zz"]),
-                sequence: None,
                 program: &anchored.program,
             },
         ];
@@ -321,30 +278,8 @@ mod tests {
             source: "x",
             names: &[None, Some("a")],
             prefixes: None,
-            sequence: None,
             program: &anchored.program,
         }];
         assert!(Regex::prebuilt("x", bad).is_err());
-    }
-
-    #[test]
-    fn a_listed_sequence_is_matched_without_the_program() {
-        let source = r"^(?<cell>cell-[0-9]+)-[0-9a-f]{4}$";
-        let hir = regex_syntax::Parser::new().parse(source).unwrap();
-        let code = sequence::compile(&hir).unwrap();
-        // A program that never matches: only the sequence can.
-        let never = Regex::eager("[^\\x00-\\x{10FFFF}](?<cell>)").unwrap();
-        let table: RegexTable = &[RegexFacts {
-            source,
-            names: &[None, Some("cell")],
-            prefixes: Some(&[b"cell-"]),
-            sequence: Some(&code),
-            program: &never.program,
-        }];
-        let listed = Regex::prebuilt(source, table).unwrap();
-        assert!(listed.is_match("cell-12-00ff"));
-        assert!(!listed.is_match("cell-12-00fg"));
-        assert_eq!(listed.group_match("cell-12-00ff"), Some(Some(0..7)));
-        assert_eq!(listed.group_match("cell-x-00ff"), Some(None));
     }
 }

@@ -20,44 +20,6 @@ fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
-/// Every regex of the rulesets the worker can be built with (`rules/`,
-/// and `tests/e2e/rules/` for the test build), as the rules write them.
-fn shipped_sources() -> Vec<String> {
-    fn walk(v: &serde_json::Value, key: &str, out: &mut BTreeSet<String>) {
-        match v {
-            serde_json::Value::Object(m) => m.iter().for_each(|(k, x)| walk(x, k, out)),
-            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, key, out)),
-            serde_json::Value::String(s)
-                if key.to_ascii_lowercase().contains("regex")
-                    || ["extract", "include", "exclude"].contains(&key) =>
-            {
-                out.insert(s.clone());
-            }
-            _ => {}
-        }
-    }
-    let mut out = BTreeSet::new();
-    for dir in ["rules", "tests/e2e/rules"] {
-        for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "json") {
-                let doc = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-                walk(&doc, "", &mut out);
-            }
-        }
-    }
-    // The walk found every regex the compiled rulesets hold.
-    for (_, rules) in super::super::tests::shipped_rulesets() {
-        for facts in rules.regex_facts() {
-            let listed = out
-                .iter()
-                .any(|s| *super::with_js_classes(s) == *facts.source);
-            assert!(listed, "{} not found by the walk", facts.source);
-        }
-    }
-    out.into_iter().collect()
-}
-
 /// `hir` without its assertions (proptest cannot generate them) and with
 /// unbounded repetitions bounded (nested ones would make values of
 /// thousands of characters): what it generates is then a candidate match,
@@ -204,7 +166,7 @@ fn real_values() -> Vec<String> {
 
 #[test]
 fn shipped_regexes_match_as_the_regex_crate_does() {
-    let subjects: Vec<Subject> = shipped_sources()
+    let subjects: Vec<Subject> = crate::select::tests::shipped_regexes()
         .iter()
         .map(|s| Subject::new(s).unwrap_or_else(|e| panic!("{s}: {e}")))
         .collect();

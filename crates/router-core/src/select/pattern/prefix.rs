@@ -123,36 +123,6 @@ mod tests {
         }
     }
 
-    /// Every regex of the shipped rulesets.
-    fn shipped_regexes() -> Vec<String> {
-        fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
-            match v {
-                serde_json::Value::Object(m) => {
-                    for (k, x) in m {
-                        match x.as_str() {
-                            Some(s) if k.contains("regex") || k == "extract" => out.push(s.into()),
-                            _ => walk(x, out),
-                        }
-                    }
-                }
-                serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-                _ => {}
-            }
-        }
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rules");
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "json") {
-                let doc = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-                walk(&doc, &mut out);
-            }
-        }
-        out.sort();
-        out.dedup();
-        out
-    }
-
     proptest::proptest! {
         /// Values built from the pieces the shipped regexes start with:
         /// one the prefixes refuse never matches.
@@ -163,7 +133,7 @@ mod tests {
             static SHIPPED: std::sync::OnceLock<Vec<(regex::Regex, Vec<Vec<u8>>)>> =
                 std::sync::OnceLock::new();
             let shipped = SHIPPED.get_or_init(|| {
-                shipped_regexes()
+                crate::select::tests::shipped_regexes()
                     .iter()
                     .filter_map(|s| Some((regex::Regex::new(s).unwrap(), required_prefixes(s)?)))
                     .collect()

@@ -1,0 +1,82 @@
+//! The shared cache of the Topology Service's answers: the Cloudflare
+//! Cache API (`caches.default`), the core's [`SharedCache`].
+
+use std::cell::RefCell;
+
+use router_core::resolve::{CachedAnswer, SharedCache};
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{Headers, Response};
+
+/// The Cloudflare Cache API (`caches.default`), shared by every isolate of
+/// a colo and by every Worker of the zone (staging, production and the
+/// registry deployments alike). Entries are JSON responses whose
+/// `Cache-Control` keeps them for the TTL plus the stale window (the
+/// entry's `expires_at_ms` says when it expires; until the window ends it
+/// can stand in for a failing service) and whose `Cache-Tag` lets
+/// operators purge by tag. Keys are under the deployment's namespace
+/// ([`router_core::config::Config::cache_namespace`]), so one deployment
+/// never reads another's answers. Writes are started and left in `pending`
+/// for the edge to hand to `waitUntil`, so no request waits for one.
+pub struct CacheApi {
+    /// `https://gitlab-http-router.internal/<namespace>/v1/classify/`.
+    prefix: String,
+    pending: RefCell<Vec<js_sys::Promise>>,
+}
+
+impl CacheApi {
+    pub fn new(namespace: &str) -> CacheApi {
+        CacheApi {
+            // Cache keys are URLs; this host is never fetched.
+            prefix: format!("https://gitlab-http-router.internal/{namespace}/v1/classify/"),
+            pending: RefCell::default(),
+        }
+    }
+
+    fn default_cache() -> Option<web_sys::Cache> {
+        let caches = js_sys::Reflect::get(&js_sys::global(), &"caches".into()).ok()?;
+        let default = js_sys::Reflect::get(&caches, &"default".into()).ok()?;
+        default.dyn_into::<web_sys::Cache>().ok()
+    }
+
+    /// The writes started since the last call.
+    pub fn take_pending(&self) -> Vec<js_sys::Promise> {
+        std::mem::take(&mut self.pending.borrow_mut())
+    }
+}
+
+impl SharedCache for CacheApi {
+    async fn get(&self, key: &str) -> Option<CachedAnswer> {
+        let cache = Self::default_cache()?;
+        let found = JsFuture::from(cache.match_with_str(&format!("{}{key}", self.prefix)))
+            .await
+            .ok()?;
+        let response: Response = found.dyn_into().ok()?;
+        let text = JsFuture::from(response.text().ok()?)
+            .await
+            .ok()?
+            .as_string()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn put(&self, key: &str, answer: &CachedAnswer, keep_secs: u32) {
+        let Some(cache) = Self::default_cache() else {
+            return;
+        };
+        let Ok(body) = serde_json::to_string(answer) else {
+            return;
+        };
+        let Ok(headers) = Headers::new() else { return };
+        let _ = headers.set("content-type", "application/json");
+        let _ = headers.set("cache-control", &format!("max-age={keep_secs}"));
+        let _ = headers.set("cache-tag", &answer.tags.join(","));
+        let init = web_sys::ResponseInit::new();
+        init.set_headers(&headers);
+        let Ok(response) = Response::new_with_opt_str_and_init(Some(&body), &init) else {
+            return;
+        };
+        // A failed put costs only a later miss.
+        let promise = cache.put_with_str(&format!("{}{key}", self.prefix), &response);
+        self.pending.borrow_mut().push(promise);
+    }
+}
