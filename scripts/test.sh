@@ -63,7 +63,8 @@ echo "==> end-to-end tests through workerd" >&2
 # soak's and benchmark's HTML reports (in headless Chromium).
 # Node expands the quoted globs itself (a directory argument is not searched).
 node --test --test-concurrency=2 --test-reporter=spec \
-  'tests/e2e/**/*.test.mjs' 'tests/bench/**/*.test.mjs' 'tests/deploy/**/*.test.mjs' 'tests/toolchain/*.test.mjs'
+  'tests/e2e/**/*.test.mjs' 'tests/bench/**/*.test.mjs' 'tests/deploy/**/*.test.mjs' 'tests/toolchain/*.test.mjs' \
+  'tests/build/*.test.mjs'
 
 # Under three minutes: 8 clients of mixed traffic for 100 s through the
 # fault schedule (bench/soak.sh, docs/soak.md).

@@ -3,7 +3,7 @@
 //! isolate, in the background of the one request that finds it due
 //! (`ctx.waitUntil`: no request waits for it), and applied to the isolate
 //! (`Isolate::apply_control`: disabled rules, purge generation,
-//! passthrough, log override). Only an
+//! passthrough, log and shadow sample overrides). Only an
 //! isolate's first requests wait for its first read, and for at most
 //! `router_core::control::FIRST_READ_WAIT_MS`.
 
@@ -48,6 +48,11 @@ impl Controls {
 
     pub fn request_log(&self) -> Option<router_core::log::RequestLogging> {
         self.state.borrow().current().request_log
+    }
+
+    /// The document's `shadow_sample` override, in millionths.
+    pub fn shadow_per_million(&self) -> Option<u32> {
+        self.state.borrow().current().shadow_per_million
     }
 
     /// The document in force.

@@ -10,12 +10,13 @@ use std::rc::Rc;
 
 use router_core::config::Config;
 use router_core::control::{Control, Mode, ReadOutcome};
-use router_core::forward::IsolateView;
+use router_core::forward::{Incoming, IsolateView};
 use router_core::isolate::IsolateState;
 use router_core::log::RequestLogging;
 use router_core::platform::Platform;
 use router_core::resolve::cells::HealthRecord;
 use router_core::resolve::Resolver;
+use router_core::route::Routed;
 use router_core::Ruleset;
 use wasm_bindgen::JsValue;
 use worker::Env;
@@ -24,7 +25,7 @@ use crate::cache_api::CacheApi;
 use crate::control::{self, Controls};
 use crate::health_store::HealthStore;
 use crate::platform::JsPlatform;
-use crate::rulesets::compiled_ruleset;
+use crate::rulesets::{compiled_ruleset, compiled_shadow};
 use crate::transport::{self, FetchTransport};
 use crate::{clock, log};
 
@@ -146,6 +147,7 @@ impl Isolate {
         }
         let log_error = |scope: &str, message: &str| log("error", scope, message);
         let ruleset = compiled_ruleset(&config, &log_error);
+        let shadow = compiled_shadow(&config, &log_error);
         let learning = ruleset.as_ref().is_some_and(Ruleset::uses_learning);
         let resolver = (config.topology_url.is_some() || learning).then(|| {
             Resolver::new(
@@ -166,7 +168,7 @@ impl Isolate {
             .with_cells(config.cells.clone())
         });
         Isolate {
-            state: IsolateState::new(config, ruleset),
+            state: IsolateState::new(config, ruleset).with_shadow(shadow),
             resolver,
             next_health_read_ms: Cell::new(0),
             health_first_read_since: Cell::new(None),
@@ -194,6 +196,33 @@ impl Isolate {
             .as_ref()
             .and_then(Controls::request_log)
             .unwrap_or(self.state.config.request_logging)
+    }
+
+    /// `GITLAB_SHADOW_SAMPLE` in millionths, unless the control document
+    /// overrides it.
+    pub fn shadow_per_million(&self) -> u32 {
+        self.controls
+            .as_ref()
+            .and_then(Controls::shadow_per_million)
+            .unwrap_or(self.state.config.shadow_per_million)
+    }
+
+    /// Evaluates the shadow ruleset on a request `routed` by the active
+    /// one, when sampled (`router_core::isolate::IsolateState::evaluate_shadow`),
+    /// and logs a disagreement. Nothing without a shadow ruleset.
+    pub fn evaluate_shadow<'s>(&'s self, incoming: &Incoming, routed: &mut Routed<'s>) {
+        if self.state.shadow.is_none() {
+            return;
+        }
+        let line = self.state.evaluate_shadow(
+            self.shadow_per_million(),
+            || JsPlatform.random(),
+            incoming,
+            routed,
+        );
+        if let Some(line) = line {
+            log::whole(false, line);
+        }
     }
 
     /// The forward phase's view of the isolate, as the control document

@@ -354,7 +354,10 @@ fn route_sync_parts(iso: &Isolate, url: &str, method: &str, headers: &str) -> Op
         return Some(forward::plan(&view, &JsPlatform, &incoming, None).encode());
     };
     match route::route_from_memory(rules, iso.resolver.as_ref(), &incoming.parts) {
-        Ok(routed) => Some(forward::plan(&view, &JsPlatform, &incoming, Some(&routed)).encode()),
+        Ok(mut routed) => {
+            iso.evaluate_shadow(&incoming, &mut routed);
+            Some(forward::plan(&view, &JsPlatform, &incoming, Some(&routed)).encode())
+        }
         Err(pending) => {
             PENDING.with(|p| *p.borrow_mut() = Some((url.to_string(), incoming, pending)));
             None
@@ -421,7 +424,7 @@ pub async fn route_async(
     Isolate::refresh_control(&iso, &ctx).await;
     iso.wait_for_first_health_read().await;
     let rules = iso.state.ruleset.as_ref().filter(|_| !iso.passthrough());
-    let routed = match (rules, &iso.resolver, pending) {
+    let mut routed = match (rules, &iso.resolver, pending) {
         (None, _, _) => None,
         (Some(rules), Some(resolver), Some(pending)) => Some(
             route::route_pending(rules, resolver, &incoming.parts, &incoming.trace, pending).await,
@@ -430,6 +433,9 @@ pub async fn route_async(
             Some(route::route(rules, resolver.as_ref(), &incoming.parts, &incoming.trace).await)
         }
     };
+    if let Some(routed) = &mut routed {
+        iso.evaluate_shadow(&incoming, routed);
+    }
     if let Some(resolver) = &iso.resolver {
         // Cache API writes finish after the response is sent.
         for write in resolver.shared_cache().take_pending() {

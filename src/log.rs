@@ -36,3 +36,9 @@ pub(crate) fn error(scope: &str, message: &str) {
 pub(crate) fn at(level: &str, scope: &str, message: &str) {
     held_lines::write(level != "info", line(level, scope, message));
 }
+
+/// A line the core wrote whole (a shadow disagreement): to the console's
+/// log stream, or its error stream when `to_error`.
+pub(crate) fn whole(to_error: bool, line: String) {
+    held_lines::write(to_error, line);
+}

@@ -9,7 +9,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parse, stringify } from "smol-toml";
-import { readServingDeployment, readCurrentDeployment, versionTagOf } from "./deployment-state.mjs";
+import { readServingDeployment, readCurrentDeployment, versionInfoOf, versionTagOf } from "./deployment-state.mjs";
+import { datasetOf } from "./analytics.mjs";
+import { checkPromotion } from "./shadow-gate.mjs";
 import { detachedByKillSwitch } from "./detach-routes.mjs";
 import { addBakeChecks } from "./bake-checks.mjs";
 import { registryMoveBackWarning } from "./registry-rollback.mjs";
@@ -64,7 +66,7 @@ export class Deploy {
     const deployment = await readServingDeployment(this.wrangler);
     const current = deployment?.versions ?? null;
     const tagged = [];
-    for (const v of current ?? []) tagged.push({ ...v, tag: await versionTagOf(this.wrangler, v.id) });
+    for (const v of current ?? []) tagged.push({ ...v, ...(await versionInfoOf(this.wrangler, v.id)) });
     const owners = await this.readOwners();
     this.refuseForeignRoutes(owners, current ? describeVersions(current.filter((v) => v.percentage > 0)) : "");
     this.refuseDetachedRoutes(deployment, owners);
@@ -81,6 +83,7 @@ export class Deploy {
       );
     }
     if (plan.kind !== "current") requireSmokeSecret(this.settings);
+    if (plan.kind === "upload") await this.shadowGate(plan.oldVersion, tagged, serving);
     const repaired = await this.ensureRoutes();
     if (plan.kind === "current") {
       this.record.update({ kind: "unchanged", old_version: plan.version });
@@ -193,6 +196,37 @@ export class Deploy {
       EXIT.FAILED,
       `${list}: another Worker serves ${foreign.length === 1 ? "this route" : "these routes"}. deploy-worker.sh takes a route from another Worker only when told to: run it with --take-over-routes (or TAKE_OVER_ROUTES=true) to move ${foreign.length === 1 ? "it" : "them"} to ${this.worker} (on a first deploy, after its canary's health check passes; the routes go back to their Worker if the check after the move fails); nothing was changed`,
     );
+  }
+
+  /**
+   * A deploy that changes GITLAB_RULES_CONFIG promotes a candidate: refused
+   * (nothing changed) unless the serving version shadowed it on live
+   * traffic with no more disagreements than the operator declared
+   * (shadow-gate.mjs). The verdict goes into the record's `shadow`.
+   */
+  async shadowGate(servingVersion, tagged, traffic) {
+    const candidate = this.env.vars.GITLAB_RULES_CONFIG;
+    const result = await checkPromotion({
+      settings: this.settings.shadow,
+      metrics: this.settings.metrics,
+      dataset: datasetOf(this.settings.configFile, this.env.key),
+      servingVersion,
+      servingVars: tagged.find((v) => v.id === servingVersion)?.vars,
+      candidate,
+      signal: this.signal,
+    });
+    if (result === null) return;
+    this.record.update({ shadow: result });
+    if (result.skipped) {
+      warn(`shadow gate: ${result.skipped}: ${candidate} is promoted without its shadow evaluation being checked`);
+      return;
+    }
+    if (!result.ok) {
+      this.record.finish("refused", { kind: "refused", traffic, problem: `shadow gate: ${result.problem}` });
+      fail(EXIT.FAILED, `shadow gate: ${result.problem}; nothing was changed`);
+    }
+    const intended = result.disagreements.filter((d) => d.intended).reduce((n, d) => n + d.requests, 0);
+    say(`shadow gate: ${candidate} ${result.verdict === "agrees" ? "agrees with the serving ruleset" : "is within what was declared"} on ${result.evaluated} evaluated requests (${intended} intended and ${result.unintended} other disagreements)`);
   }
 
   /**

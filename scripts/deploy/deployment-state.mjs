@@ -35,11 +35,21 @@ export async function readCurrentDeployment(wrangler) {
   return (await readServingDeployment(wrangler))?.versions ?? null;
 }
 
-/** The tag a version was uploaded with (null when none). */
-export async function versionTagOf(wrangler, id) {
+/**
+ * What a version was uploaded with: {tag (null when none), vars (its
+ * plain_text bindings: the [vars] it runs with)}.
+ */
+export async function versionInfoOf(wrangler, id) {
   const { ok, value, result } = await wrangler.json(["versions", "view", id, "--env", wrangler.env, "--json"]);
   if (!ok) explainFailure(result, `wrangler versions view ${id}`);
-  return value?.annotations?.["workers/tag"] ?? null;
+  const bindings = Array.isArray(value?.resources?.bindings) ? value.resources.bindings : [];
+  const vars = Object.fromEntries(bindings.filter((b) => b?.type === "plain_text").map((b) => [b.name, String(b.text ?? "")]));
+  return { tag: value?.annotations?.["workers/tag"] ?? null, vars };
+}
+
+/** The tag a version was uploaded with (null when none). */
+export async function versionTagOf(wrangler, id) {
+  return (await versionInfoOf(wrangler, id)).tag;
 }
 
 /** `deployments list --json`: the history, for the rollback. */

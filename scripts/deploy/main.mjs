@@ -30,6 +30,7 @@ async function main(argv) {
   process.env.CLOUDFLARE_CF_FETCH_ENABLED = "false";
   const settings = readSettings(process.env, ROOT);
   if (settings.metrics.problems.length) fail(EXIT.USAGE, settings.metrics.problems.join("; "));
+  if (settings.shadow.problems.length) fail(EXIT.USAGE, settings.shadow.problems.join("; "));
   if (!fs.existsSync(settings.configFile)) fail(EXIT.USAGE, `no wrangler config at ${settings.configFile}`);
   let config;
   try {

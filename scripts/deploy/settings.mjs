@@ -5,6 +5,7 @@ import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { readMetricsSettings } from "./analytics.mjs";
 import { readRoutingSettings } from "./routing-checks.mjs";
+import { readShadowSettings } from "./shadow-gate.mjs";
 
 /** "true", "1" and "yes" are true. */
 export function isTrue(value) {
@@ -75,6 +76,8 @@ export function readSettings(env, root) {
     // The routing checks and the bake's metrics comparison (routing-checks.mjs, analytics.mjs).
     routing: readRoutingSettings(env),
     metrics: readMetricsSettings(env),
+    // A ruleset's promotion, checked against its shadow evaluation (shadow-gate.mjs).
+    shadow: readShadowSettings(env),
     tag: versionTag(env, root),
     message: versionMessage(env, root),
   };

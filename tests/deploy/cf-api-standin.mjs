@@ -26,6 +26,8 @@
 //   api.failScriptPut(name) -> every PUT .../scripts/:name (wrangler deploy) answers 500
 //   api.failDeploymentsGet(403, 9109) -> every GET .../scripts/:name/deployments
 //                            answers that status and API error code
+//   api.setShadow(dataset, (version_id) => [{rule, shadow_rule, difference, requests}])
+//                          -> the shadow gate's query's rows for that version
 //   api.setMetrics(dataset, ({version_id, tag, percentage}) => {requests, errors, p99_ms} | null)
 //                          -> what the Analytics Engine SQL API answers for the
 //                            dataset (POST .../analytics_engine/sql), per version
@@ -67,6 +69,8 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
   const uploadedBindings = new Map();
   // Analytics Engine: dataset -> ({version_id, tag, percentage}) => counts | null
   const metrics = new Map();
+  // Analytics Engine: dataset -> (version_id) => the shadow gate's rows
+  const shadows = new Map();
   const now = () => new Date((clock += 1000)).toISOString();
 
   function newVersion(script, { tag = null, message = null, triggeredBy = "upload", parts = [], seeded = false, bindings = [] } = {}) {
@@ -448,7 +452,9 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
           const version = script.versions.find((v) => v.id === m[1]);
           if (!version) return reply(404, failure(10221, "workers.api.error.version_not_found"));
           const { parts, ...rest } = version;
-          return reply(200, envelope(rest));
+          // The bindings it was uploaded with, as the API lists them: a secret's value is never given.
+          const bindings = (uploadedBindings.get(version.id) ?? []).map(({ text, ...b }) => (b.type === "secret_text" ? b : { ...b, ...(text !== undefined ? { text } : {}) }));
+          return reply(200, envelope({ ...rest, resources: { ...rest.resources, bindings } }));
         }
         // GET scripts/:name/secrets: wrangler deploy and versions upload
         // warn (and ask) when a [vars] name or binding would override
@@ -503,6 +509,21 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
       "GROUP BY version ORDER BY requests DESC FORMAT JSON$",
   );
 
+  // The shadow gate's query (scripts/deploy/shadow-gate.mjs), answered
+  // from setShadow's rows for the version it names.
+  const SHADOW = new RegExp(
+    "^SELECT blob3 AS rule, blob11 AS shadow_rule, blob12 AS difference, SUM\\(_sample_interval\\) AS requests FROM ([A-Za-z_][A-Za-z0-9_]*) " +
+      "WHERE timestamp > NOW\\(\\) - INTERVAL '([0-9]+)' MINUTE AND blob2 = '([A-Za-z0-9-]+)' AND blob11 != '' " +
+      "GROUP BY rule, shadow_rule, difference ORDER BY requests DESC FORMAT JSON$",
+  );
+
+  function answerShadowSql(match, reply) {
+    const [, dataset, , version] = match;
+    const rows = (shadows.get(dataset)?.(version) ?? []).map((r) => ({ ...r, requests: String(r.requests) }));
+    const meta = ["rule", "shadow_rule", "difference"].map((name) => ({ name, type: "String" }));
+    return reply(200, { meta: [...meta, { name: "requests", type: "UInt64" }], data: rows, rows: rows.length, rows_before_limit_at_least: rows.length });
+  }
+
   function answerSql(req, record, reply) {
     const refuse = (status, why) => {
       unknown.push(record);
@@ -512,6 +533,8 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
     };
     if (!/^Bearer \S+$/.test(req.headers.authorization ?? "")) return refuse(401, "no bearer token");
     const query = (record.text ?? "").replace(/\s+/g, " ").trim();
+    const shadow = query.match(SHADOW);
+    if (shadow) return answerShadowSql(shadow, reply);
     const m = query.match(PER_VERSION);
     if (!m) return refuse(400, "a query the stand-in does not understand");
     const [, dataset] = m;
@@ -582,6 +605,9 @@ export async function startStandin({ log = Boolean(process.env.STANDIN_DEBUG) } 
       return requests
         .filter((r) => r.method === "POST" && r.status === 200 && r.path.endsWith(`/workers/scripts/${name}/deployments`))
         .map((r) => r.json.versions);
+    },
+    setShadow(dataset, source) {
+      shadows.set(dataset, source);
     },
     setMetrics(dataset, source) {
       metrics.set(dataset, source);

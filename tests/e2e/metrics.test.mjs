@@ -39,7 +39,7 @@ async function one(stack, i, path, headers = {}) {
  */
 function assertPoint({ point, row, line }, want) {
   assert.equal(point.indexes.length, 1);
-  assert.equal(point.blobs.length, 10, JSON.stringify(point));
+  assert.equal(point.blobs.length, 12, JSON.stringify(point));
   assert.equal(point.doubles.length, 4, JSON.stringify(point));
   const fromLine = {
     blob1: ENVIRONMENT,
@@ -51,6 +51,9 @@ function assertPoint({ point, row, line }, want) {
     blob7: line.cache ?? "",
     blob8: line.cell === undefined ? "" : String(line.cell),
     blob9: `${Math.floor(line.status / 100)}xx`,
+    // No shadow ruleset here: nothing evaluated (tests/e2e/shadow.test.mjs).
+    blob11: "",
+    blob12: "",
     // The log line's duration, read once.
     double1: line.duration_ms,
     double2: line.service_ms ?? 0,

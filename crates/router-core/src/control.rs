@@ -4,7 +4,7 @@
 //!
 //! ```json
 //! {"mode": "passthrough", "disabled_rules": ["path_namespace"],
-//!  "purge_generation": 3, "request_log": "all",
+//!  "purge_generation": 3, "request_log": "all", "shadow_sample": 0.05,
 //!  "note": "INC-1234: topology service answering 404 for everything"}
 //! ```
 //!
@@ -72,6 +72,9 @@ pub struct Control {
     /// Overrides `GITLAB_REQUEST_LOG` while set, e.g. `"all"` during an
     /// incident.
     pub request_log: Option<RequestLogging>,
+    /// Overrides `GITLAB_SHADOW_SAMPLE` while set: the share of requests
+    /// the shadow ruleset is evaluated on, in millionths.
+    pub shadow_per_million: Option<u32>,
     /// Who set it and why; logged when the document is applied.
     pub note: Option<String>,
     /// Targeted invalidations ([`crate::resolve::invalidate`]): answers by
@@ -92,6 +95,8 @@ struct ControlSpec {
     purge_generation: u64,
     #[serde(default)]
     request_log: Option<String>,
+    #[serde(default)]
+    shadow_sample: Option<f64>,
     #[serde(default)]
     note: Option<String>,
     #[serde(default)]
@@ -137,6 +142,17 @@ impl Control {
                 )
             })?),
         };
+        let shadow_per_million = match spec.shadow_sample {
+            None => None,
+            Some(share) if (0.0..=1.0).contains(&share) => {
+                Some((share * 1_000_000.0).round() as u32)
+            }
+            Some(share) => {
+                return Err(format!(
+                    "control document: shadow_sample {share} is not a share from 0 to 1"
+                ))
+            }
+        };
         if spec.invalidations.len() > MAX_INVALIDATIONS {
             return Err(format!(
                 "control document: {} invalidations, over the limit of {MAX_INVALIDATIONS}",
@@ -165,6 +181,7 @@ impl Control {
             disabled_rules: spec.disabled_rules,
             purge_generation: spec.purge_generation,
             request_log,
+            shadow_per_million,
             note: spec.note.filter(|n| !n.is_empty()),
         })
     }
@@ -179,6 +196,9 @@ impl Control {
         );
         if let Some(log) = self.request_log {
             text.push_str(&format!(" request_log={:?}", log.name()));
+        }
+        if let Some(per_million) = self.shadow_per_million {
+            text.push_str(&format!(" shadow_sample={per_million}/1000000"));
         }
         if !self.invalidations.is_empty() {
             text.push_str(&format!(" invalidations={}", self.invalidations.len()));
@@ -397,9 +417,11 @@ mod tests {
     #[test]
     fn parses_every_field() {
         let c = Control::parse(
-            r#"{"mode":"passthrough","disabled_rules":["a","b"],"purge_generation":7,"request_log":"sample:0.5","note":"INC-1"}"#,
+            r#"{"mode":"passthrough","disabled_rules":["a","b"],"purge_generation":7,"request_log":"sample:0.5","shadow_sample":0.05,"note":"INC-1"}"#,
         )
         .unwrap();
+        assert_eq!(c.shadow_per_million, Some(50_000));
+        assert!(c.summary().contains("shadow_sample=50000/1000000"));
         assert_eq!(c.mode, Mode::Passthrough);
         assert_eq!(c.disabled_rules, vec!["a", "b"]);
         assert_eq!(c.purge_generation, 7);
@@ -428,6 +450,9 @@ mod tests {
             r#"{"disabled_rules":"a"}"#,
             r#"{"disabled_rules":[""]}"#,
             r#"{"request_log":"some"}"#,
+            r#"{"shadow_sample":1.5}"#,
+            r#"{"shadow_sample":-0.1}"#,
+            r#"{"shadow_sample":"0.1"}"#,
             r#"{"invalidations":[{"claim":"route=acme"}]}"#,
             r#"{"invalidations":{"at_ms":1,"claim":"route=acme"}}"#,
             "[]",

@@ -34,6 +34,7 @@
 // JS <-> Rust wire format, which every phase may use.
 pub mod address;
 pub mod decision;
+pub mod disagreement;
 pub mod error;
 mod fields;
 pub mod hex;

@@ -62,6 +62,11 @@ pub struct RequestLog<'a> {
     /// its own), for the metrics data point only ([`crate::metrics`]).
     #[serde(skip)]
     pub error_kind: Option<&'static str>,
+    /// What the shadow ruleset decided, when the request was evaluated in
+    /// the shadow: for the data point only (a disagreement has a line of
+    /// its own, [`crate::select::shadow::DisagreementLine`]).
+    #[serde(skip)]
+    pub shadow: Option<crate::disagreement::Verdict<'a>>,
 }
 
 impl RequestLog<'_> {
@@ -168,6 +173,7 @@ impl RequestLog<'_> {
             duration_ms: _,
             error: _,
             error_kind: _,
+            shadow: _,
         } = self;
         // `key` is the field's `"name":` whole: one copy (a `memory.copy`,
         // which workerd runs as a call) instead of three pushes.
@@ -332,7 +338,7 @@ impl RequestLogging {
 /// A share from 0 to 1 written as a decimal (`0.01`, `1`, `.5`) in
 /// millionths, digits past the sixth dropped. Read by hand: float parsing
 /// would add kilobytes to the wasm.
-fn per_million(share: &str) -> Option<u32> {
+pub(crate) fn per_million(share: &str) -> Option<u32> {
     let (whole, fraction) = share.split_once('.').unwrap_or((share, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
@@ -463,6 +469,10 @@ mod tests {
             duration_ms: 0,
             error: Some(odd.to_string()),
             error_kind: Some("topology_timeout"),
+            shadow: Some(crate::disagreement::Verdict {
+                rule: Some(odd),
+                difference: Some(crate::disagreement::Difference::Rule),
+            }),
         };
         let mut logs = vec![full, RequestLog::default()];
         for level in [

@@ -42,10 +42,24 @@ fields! {
     STATUS_CLASS => {};
     /// The entry replaces it when a step of its own failed.
     ERROR_KIND => out.push_str(log.error_kind.unwrap_or_default());
+    /// The shadow ruleset's rule when the request was evaluated in the
+    /// shadow (`(none)`: it matched none), else empty.
+    SHADOW_RULE => if let Some(verdict) = &log.shadow {
+        push_clean(out, verdict.rule.unwrap_or(SHADOW_NO_RULE));
+    };
+    /// What differs between the two decisions
+    /// ([`crate::select::shadow::Difference::name`]); empty when they
+    /// agree or the shadow did not run.
+    SHADOW_DIFFERENCE => if let Some(difference) = log.shadow.and_then(|v| v.difference) {
+        out.push_str(difference.name());
+    };
     SERVICE_MS => push_u64(out, log.service_ms.unwrap_or(0));
     ATTEMPTS => push_u64(out, u64::from(log.attempts.unwrap_or(0)));
     FELL_THROUGH => push_u64(out, log.fell_through.len() as u64);
 }
+
+/// [`item::SHADOW_RULE`] when the shadow ruleset matched no rule.
+pub const SHADOW_NO_RULE: &str = "(none)";
 
 /// The first of a point's doubles: the items before it are its blobs.
 pub const DOUBLES_FROM: usize = item::SERVICE_MS;
@@ -85,6 +99,7 @@ fn push_clean(out: &mut String, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disagreement::{Difference, Verdict};
     use crate::log::{CacheLevel, ChosenBy, Mode, RequestAction};
 
     #[test]
@@ -104,6 +119,10 @@ mod tests {
             chosen_by: Some(ChosenBy::Service),
             version: Some("v-1"),
             error_kind: Some("topology_timeout"),
+            shadow: Some(Verdict {
+                rule: None,
+                difference: Some(Difference::Rule),
+            }),
             ..Default::default()
         };
         let p = point(&isolate_items("staging", Some("v-1")), &log);
@@ -121,6 +140,8 @@ mod tests {
                 "3",
                 "",
                 "topology_timeout",
+                "(none)",
+                "rule",
                 "12",
                 "2",
                 "2"
@@ -152,11 +173,28 @@ mod tests {
                 "",
                 "",
                 "",
+                "",
+                "",
                 "0",
                 "0",
                 "0"
             ]
         );
+    }
+
+    #[test]
+    fn an_evaluated_request_names_the_shadow_rule_and_an_agreement_no_difference() {
+        let agreed = RequestLog {
+            shadow: Some(Verdict {
+                rule: Some("session\u{0}"),
+                difference: None,
+            }),
+            ..Default::default()
+        };
+        let p = point(&isolate_items("", None), &agreed);
+        let items: Vec<&str> = p.split(FIELD).collect();
+        assert_eq!(items[item::SHADOW_RULE], "session");
+        assert_eq!(items[item::SHADOW_DIFFERENCE], "");
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct Routed<'r> {
     /// The `notFound: next-rule` rules that handed the request on, in
     /// order, with the not-found resolution each got.
     pub fell_through: Vec<(&'r str, Resolution)>,
+    /// What the shadow ruleset decides, when the request was evaluated in
+    /// the shadow ([`crate::select::shadow`]).
+    pub shadow: Option<crate::disagreement::Verdict<'r>>,
 }
 
 impl Routed<'_> {
@@ -167,6 +170,7 @@ fn walk<'r>(
                     decision,
                     resolution,
                     fell_through,
+                    shadow: None,
                 })
             }
         }
@@ -241,6 +245,7 @@ where
                 decision: step.into_decision(),
                 resolution: None,
                 fell_through,
+                shadow: None,
             },
         },
     }
@@ -309,6 +314,7 @@ where
                 decision: step.into_decision(),
                 resolution: Some(res),
                 fell_through,
+                shadow: None,
             };
         };
         fell_through.push((rule, res));

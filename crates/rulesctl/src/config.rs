@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use router_core::config::{self, Config, Level, Problem, RULES_CONFIG};
+use router_core::config::{self, Config, Level, Problem, RULES_CONFIG, SHADOW_RULES_CONFIG};
 use serde_json::{json, Value};
 
 use crate::cli::{Failure, Outcome};
@@ -23,7 +23,8 @@ Every value goes through the router's parser. Each problem is printed as
 `LEVEL SETTING=\"value\": what is wrong; what the router does instead`
 (never a secret's value): `error` and `warn` fail the check (at run time the
 router logs them once per isolate and uses the stated fallback), `note` does
-not. Also checked: GITLAB_RULES_CONFIG names a ruleset in rules/, names in
+not. Also checked: GITLAB_RULES_CONFIG (and GITLAB_SHADOW_RULES_CONFIG, when
+set) names a ruleset in rules/, names in
 [vars] the router does not read (a misspelt name has no effect), secrets in
 [vars] (plain text), values that are not strings (the router reads them as
 not set), and placeholders: a value holding REPLACE_ME, which the shipped
@@ -119,6 +120,7 @@ fn check(args: &CheckArgs) -> Outcome<i32> {
     });
     problems.extend(parsed);
     problems.extend(ruleset_problem(&config, &args.rules_dir));
+    problems.extend(shadow_problem(&config, &args.rules_dir));
     mark_placeholders(&mut problems, &environment.vars, args.allow_placeholders);
 
     let failing = problems.iter().filter(|p| p.level.fails_check()).count();
@@ -339,20 +341,37 @@ fn ruleset_problem(config: &Config, dir: &DirArg) -> Option<Problem> {
     let Some(name) = config.rules_config.as_deref() else {
         return Some(Problem::error(RULES_CONFIG.name, None, "not set", INSTEAD));
     };
-    if name.contains('/') || name.contains('.') {
-        return Some(Problem::error(
-            RULES_CONFIG.name,
+    unknown_ruleset(RULES_CONFIG.name, name, dir, INSTEAD)
+}
+
+/// `GITLAB_SHADOW_RULES_CONFIG`, when set, names a ruleset of rules/ that
+/// compiles (else no shadow runs), and not the active one (which would
+/// agree with itself on every request).
+fn shadow_problem(config: &Config, dir: &DirArg) -> Option<Problem> {
+    let name = config.shadow_rules_config.as_deref()?;
+    if config.rules_config.as_deref() == Some(name) {
+        return Some(Problem::note(
+            SHADOW_RULES_CONFIG.name,
             Some(name),
-            "not a ruleset name (the file stem in rules/)",
-            INSTEAD,
+            "the active ruleset itself",
+            "every evaluated request agrees",
         ));
     }
-    match rules::load_arg(&dir.dir(), name) {
-        Ok(_) => None,
-        Err(Failure::Data(e) | Failure::Usage(e)) => {
-            Some(Problem::error(RULES_CONFIG.name, Some(name), &e, INSTEAD))
+    unknown_ruleset(SHADOW_RULES_CONFIG.name, name, dir, "no shadow evaluation")
+}
+
+/// Why `setting`'s value `name` is not a ruleset of rules/ that compiles,
+/// and what the router does `instead`; `None` when it is.
+fn unknown_ruleset(setting: &str, name: &str, dir: &DirArg, instead: &str) -> Option<Problem> {
+    let wrong = if name.contains('/') || name.contains('.') {
+        "not a ruleset name (the file stem in rules/)".to_string()
+    } else {
+        match rules::load_arg(&dir.dir(), name) {
+            Ok(_) => return None,
+            Err(Failure::Data(e) | Failure::Usage(e)) => e,
         }
-    }
+    };
+    Some(Problem::error(setting, Some(name), &wrong, instead))
 }
 
 /// Edit distance between two names (for "did you mean").

@@ -125,6 +125,10 @@ CHANGE:
                           classification (memory and Cache API) is dropped
   request_log=VALUE       all | errors | sample:SHARE overrides
                           GITLAB_REQUEST_LOG; request_log=default removes it
+  shadow_sample=SHARE     0 to 1: the share of requests the shadow ruleset
+                          (GITLAB_SHADOW_RULES_CONFIG) is evaluated on,
+                          overriding GITLAB_SHADOW_SAMPLE; 0 stops it;
+                          shadow_sample=default removes the override
   note=TEXT               who and why (logged by every isolate applying it)
   reset                   normal routing: every field dropped but
                           purge_generation and invalidations (dropping
@@ -198,6 +202,7 @@ pub enum Change {
     Enable(String),
     Purge,
     RequestLog(Option<String>),
+    ShadowSample(Option<f64>),
     Note(String),
     Reset,
 }
@@ -211,10 +216,16 @@ fn parse_change(text: &str) -> Result<Change, String> {
         Some(("enable", id)) if !id.is_empty() => Change::Enable(id.to_string()),
         Some(("request_log", "default")) => Change::RequestLog(None),
         Some(("request_log", v)) => Change::RequestLog(Some(v.to_string())),
+        Some(("shadow_sample", "default")) => Change::ShadowSample(None),
+        Some(("shadow_sample", v)) => match v.parse::<f64>() {
+            Ok(share) if (0.0..=1.0).contains(&share) => Change::ShadowSample(Some(share)),
+            _ => return Err(format!("shadow_sample={v}: not a share from 0 to 1")),
+        },
         Some(("note", n)) => Change::Note(n.to_string()),
         _ => {
             return Err(
-                "not a change (mode=, disable=, enable=, purge, request_log=, note=, reset)".into(),
+                "not a change (mode=, disable=, enable=, purge, request_log=, shadow_sample=, note=, reset)"
+                    .into(),
             )
         }
     })
@@ -256,6 +267,12 @@ fn apply(doc: &mut Map<String, Value>, changes: &[Change]) {
             }
             Change::RequestLog(Some(v)) => {
                 doc.insert("request_log".into(), Value::String(v.clone()));
+            }
+            Change::ShadowSample(None) => {
+                doc.remove("shadow_sample");
+            }
+            Change::ShadowSample(Some(share)) => {
+                doc.insert("shadow_sample".into(), (*share).into());
             }
             Change::Note(n) => {
                 doc.insert("note".into(), Value::String(n.clone()));
@@ -551,7 +568,7 @@ fn refuse_unknown_fields(control: &Control) -> Outcome<()> {
         return Ok(());
     }
     Err(Failure::data(format!(
-        "control document: unknown field(s) {} (known: mode, disabled_rules, purge_generation, request_log, note, invalidations; an invalidation: at_ms and one of claim, tag, cell)",
+        "control document: unknown field(s) {} (known: mode, disabled_rules, purge_generation, request_log, shadow_sample, note, invalidations; an invalidation: at_ms and one of claim, tag, cell)",
         control.ignored_fields.join(", ")
     )))
 }
@@ -798,6 +815,21 @@ mod tests {
             applied(r#"{"request_log":"all"}"#, &["request_log=default"]),
             "{}"
         );
+        assert_eq!(
+            applied("{}", &["shadow_sample=0.25"]),
+            r#"{"shadow_sample":0.25}"#
+        );
+        assert_eq!(
+            applied(r#"{"shadow_sample":1.0}"#, &["shadow_sample=default"]),
+            "{}"
+        );
+        for bad in [
+            "shadow_sample=1.5",
+            "shadow_sample=-0.1",
+            "shadow_sample=half",
+        ] {
+            assert!(parse_change(bad).is_err(), "{bad} was accepted");
+        }
     }
 
     #[test]

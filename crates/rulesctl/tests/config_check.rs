@@ -195,3 +195,64 @@ fn config_table_prints_the_readme_table() {
     assert_eq!(table, between);
     assert!(table.contains("| `GITLAB_PROXY_HOST` |"), "{table}");
 }
+
+#[test]
+fn a_shadow_ruleset_must_be_one_of_rules() {
+    let with_shadow = |name: &str, shadow: &str| {
+        let file = config(
+            name,
+            &GOOD.replace(
+                "[env.production]",
+                &format!(
+                    "GITLAB_SHADOW_RULES_CONFIG = \"{shadow}\"\nGITLAB_SHADOW_SAMPLE = \"0.5\"\n[env.production]"
+                ),
+            ),
+        );
+        check(&[
+            "--env",
+            "staging",
+            "--config",
+            file.to_str().expect("utf-8 path"),
+        ])
+    };
+    let run = with_shadow("shadow-good", "cells");
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let run = with_shadow("shadow-missing", "cels");
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("error GITLAB_SHADOW_RULES_CONFIG=\"cels\":")
+            && run.stdout.contains("no shadow evaluation"),
+        "{}",
+        run.stdout
+    );
+    let run = with_shadow("shadow-itself", "session_token");
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(
+            "note GITLAB_SHADOW_RULES_CONFIG=\"session_token\": the active ruleset itself"
+        ),
+        "{}",
+        run.stdout
+    );
+    let file = config(
+        "shadow-share",
+        &GOOD.replace(
+            "[env.production]",
+            "GITLAB_SHADOW_SAMPLE = \"2\"\n[env.production]",
+        ),
+    );
+    let run = check(&[
+        "--env",
+        "staging",
+        "--config",
+        file.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("warn GITLAB_SHADOW_SAMPLE=\"2\": not a share from 0 to 1"),
+        "{}",
+        run.stdout
+    );
+}

@@ -65,10 +65,18 @@ pub const CELLS: &str = r#"[
 ]"#;
 
 /// A complete set of settings for `ruleset`: a legacy cell, the listed cells, a Topology
-/// Service, signing, the 404 delay and a small memory cache (so eviction runs too).
+/// Service, signing, the 404 delay, a small memory cache (so eviction runs too) and another
+/// shipped ruleset evaluated in the shadow on every request.
 pub fn settings(ruleset: &str) -> Vec<(String, String)> {
+    let shadow = if ruleset == "cells" {
+        "session_token"
+    } else {
+        "cells"
+    };
     [
         ("GITLAB_RULES_CONFIG", ruleset),
+        ("GITLAB_SHADOW_RULES_CONFIG", shadow),
+        ("GITLAB_SHADOW_SAMPLE", "1"),
         ("GITLAB_PROXY_HOST", LEGACY),
         ("GITLAB_UPSTREAM_SCHEME", "https"),
         ("GITLAB_TOPOLOGY_SERVICE_URL", "https://topology.example/"),
@@ -237,14 +245,14 @@ impl World {
         World::from_config(Config::from_lookup(lookup))
     }
 
-    pub fn from_config(
-        (config, problems): (Config, Vec<router_core::config::Problem>),
-    ) -> World {
+    pub fn from_config((config, problems): (Config, Vec<router_core::config::Problem>)) -> World {
         let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
-        let ruleset = config.rules_config.as_deref().and_then(|name| {
+        let shipped = |name: &str| {
             let (_, json) = SHIPPED.iter().find(|(n, _)| *n == name)?;
             Some(Ruleset::from_json(name, json).expect("a shipped ruleset compiles"))
-        });
+        };
+        let ruleset = config.rules_config.as_deref().and_then(shipped);
+        let shadow = config.shadow_rules_config.as_deref().and_then(shipped);
         let service = Rc::new(Service::default());
         let clock = Clock(Rc::new(Cell::new(1_700_000_000_000)));
         let learning = ruleset.as_ref().is_some_and(Ruleset::uses_learning);
@@ -258,7 +266,7 @@ impl World {
             )
             .with_cells(config.cells.clone())
         });
-        let mut state = IsolateState::new(config, ruleset);
+        let mut state = IsolateState::new(config, ruleset).with_shadow(shadow);
         state.version = Some("fuzz-version".into());
         state.bind_metrics();
         World {
@@ -287,7 +295,7 @@ impl World {
             .ruleset
             .as_ref()
             .filter(|_| !self.passthrough.get());
-        let routed: Option<Routed> = rules.map(|rules| {
+        let mut routed: Option<Routed> = rules.map(|rules| {
             match route::route_from_memory(rules, self.resolver.as_ref(), &incoming.parts) {
                 Ok(routed) => routed,
                 Err(pending) => {
@@ -305,9 +313,30 @@ impl World {
                 }
             }
         });
+        if let Some(routed) = &mut routed {
+            let share = self.state.config.shadow_per_million;
+            if let Some(line) = self.state.evaluate_shadow(share, || 0.5, incoming, routed) {
+                check_shadow_line(&line, incoming);
+            }
+        }
         let plan = forward::plan(&view, &self.clock, incoming, routed.as_ref());
         check_plan(&plan, incoming)
     }
+}
+
+/// A shadow disagreement's line: one JSON object naming the request's method and path as they
+/// are, both decisions and what differs.
+fn check_shadow_line(line: &str, incoming: &Incoming) {
+    let parsed: serde_json::Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("the shadow line is not JSON ({e}): {line}"));
+    assert_eq!(parsed["method"], incoming.parts.method.as_str(), "{line}");
+    assert_eq!(parsed["path"], incoming.parts.path.as_str(), "{line}");
+    assert!(
+        parsed["difference"].is_string()
+            && parsed["active"].is_object()
+            && parsed["shadow"].is_object(),
+        "{line}"
+    );
 }
 
 /// A header value the entry can set: no CR, LF or NUL.

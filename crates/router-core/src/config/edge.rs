@@ -32,6 +32,28 @@ pub const REQUEST_LOG: Text = Text {
     secret: false,
 };
 
+pub const SHADOW_RULES_CONFIG: Text = Text {
+    name: "GITLAB_SHADOW_RULES_CONFIG",
+    meaning: "a candidate ruleset evaluated beside `GITLAB_RULES_CONFIG` on a share of requests \
+              (`GITLAB_SHADOW_SAMPLE`) without routing anything: where it decides differently, \
+              a `shadow` log line and the data point's blob11/blob12 (docs/deploying.md, \
+              Shadow evaluation)",
+    default: "none: no shadow",
+    accepted: "a ruleset of `rules/`",
+    fallback: "no shadow, `error`",
+    secret: false,
+};
+
+pub const SHADOW_SAMPLE: Text = Text {
+    name: "GITLAB_SHADOW_SAMPLE",
+    meaning: "the share of routed requests the shadow ruleset is evaluated on, drawn per \
+              request (`1`: every one). The control document's `shadow_sample` overrides it",
+    default: "`0`: off",
+    accepted: "a share from `0` to `1` (`0.01`)",
+    fallback: "`0`, `warn`",
+    secret: false,
+};
+
 pub const ENVIRONMENT: Text = Text {
     name: "GITLAB_ENVIRONMENT",
     meaning: "the environment's name in each metrics data point (blob1; \
@@ -65,7 +87,12 @@ fn numbers<M: Meaning>(refresh: &mut Refresh) -> [Number<'_, M>; 1] {
 }
 
 pub(super) fn rows() -> Vec<Row> {
-    let mut rows = vec![RULES_CONFIG.row(), REQUEST_LOG.row()];
+    let mut rows = vec![
+        RULES_CONFIG.row(),
+        SHADOW_RULES_CONFIG.row(),
+        SHADOW_SAMPLE.row(),
+        REQUEST_LOG.row(),
+    ];
     rows.extend(numbers(&mut Refresh::default()).iter().map(Number::row));
     rows.push(ENVIRONMENT.row());
     rows
@@ -74,6 +101,9 @@ pub(super) fn rows() -> Vec<Row> {
 /// The block as read.
 pub(super) struct Edge {
     pub rules_config: Option<String>,
+    pub shadow_rules_config: Option<String>,
+    /// `GITLAB_SHADOW_SAMPLE` in millionths.
+    pub shadow_per_million: u32,
     pub request_logging: RequestLogging,
     pub refresh: Refresh,
     pub environment: String,
@@ -86,6 +116,8 @@ pub(super) fn read(r: &mut Reader<'_>) -> Edge {
     }
     Edge {
         rules_config: r.get(RULES_CONFIG.name),
+        shadow_rules_config: r.get(SHADOW_RULES_CONFIG.name),
+        shadow_per_million: shadow_sample(r),
         request_logging: request_logging(r),
         refresh,
         environment: r.get(ENVIRONMENT.name).unwrap_or_default(),
@@ -104,5 +136,20 @@ fn request_logging(r: &mut Reader<'_>) -> RequestLogging {
             "using all",
         );
         RequestLogging::All
+    })
+}
+
+fn shadow_sample(r: &mut Reader<'_>) -> u32 {
+    let Some(value) = r.get(SHADOW_SAMPLE.name) else {
+        return 0;
+    };
+    crate::log::per_million(&value).unwrap_or_else(|| {
+        r.warn(
+            SHADOW_SAMPLE.name,
+            Some(value.as_str()),
+            "not a share from 0 to 1",
+            "using 0: no shadow evaluation",
+        );
+        0
     })
 }

@@ -24,7 +24,7 @@ mod signing;
 mod topology;
 mod upstream;
 
-pub use edge::RULES_CONFIG;
+pub use edge::{RULES_CONFIG, SHADOW_RULES_CONFIG};
 pub use problem::{Level, Problem};
 pub use setting::Row;
 
@@ -89,6 +89,10 @@ pub fn readme_table() -> String {
 #[derive(Debug)]
 pub struct Config {
     pub rules_config: Option<String>,
+    /// `GITLAB_SHADOW_RULES_CONFIG`: the ruleset evaluated in the shadow.
+    pub shadow_rules_config: Option<String>,
+    /// `GITLAB_SHADOW_SAMPLE`, in millionths (0: off).
+    pub shadow_per_million: u32,
     pub topology_url: Option<String>,
     /// `None` when missing or malformed: every request then gets a clear 502.
     pub proxy_host: Option<String>,
@@ -157,6 +161,8 @@ impl Config {
         let edge = edge::read(&mut r);
         let config = Config {
             rules_config: edge.rules_config,
+            shadow_rules_config: edge.shadow_rules_config,
+            shadow_per_million: edge.shadow_per_million,
             topology_url: topology.url,
             proxy_host: upstream.proxy_host,
             upstream_scheme: upstream.upstream_scheme,

@@ -82,6 +82,7 @@ impl<'a, 'r> RequestContext<'a, 'r> {
                 request_id: &incoming.trace.request_id,
                 traceparent: &incoming.trace.traceparent,
                 version: view.version,
+                shadow: routed.and_then(|r| r.shadow),
                 ..Default::default()
             },
             body: !is_bodiless(&incoming.parts.method),

@@ -6,40 +6,10 @@
 //! needs the service's answer, which only the active ruleset gets).
 
 use crate::decision::{Action, Decision};
+pub use crate::disagreement::{Difference, Verdict};
 use crate::json::{push_quoted, PushAscii};
-
-/// What differs between the active and the shadow decision: the first of
-/// these, in this order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Difference {
-    /// Another rule decided (or one ruleset matched no rule).
-    Rule,
-    /// The same rule id, another action (`classify`, `proxy`, `reject`, `spread`).
-    Action,
-    /// Both classify, with another claim type or target.
-    ClaimType,
-    /// Both classify the same type, with another claim value (a different
-    /// key extracted from the same request).
-    ClaimValue,
-    /// Both proxy, to another address (the legacy cell is an address too).
-    Proxy,
-    /// Both reject, with another status or message.
-    Reject,
-}
-
-impl Difference {
-    /// The name the log line and the data point use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Difference::Rule => "rule",
-            Difference::Action => "action",
-            Difference::ClaimType => "claim_type",
-            Difference::ClaimValue => "claim_value",
-            Difference::Proxy => "proxy",
-            Difference::Reject => "reject",
-        }
-    }
-}
+use crate::select::Ruleset;
+use crate::RequestParts;
 
 /// Where `shadow` decides differently from `active`; `None` when the two
 /// would route the request alike (the flags that only matter after the
@@ -76,10 +46,43 @@ pub fn difference(active: &Decision, shadow: &Decision) -> Option<Difference> {
     }
 }
 
-/// Whether a request is evaluated in the shadow: a share of 0 (the
-/// default) asks nothing of `random`, 1 evaluates every request.
-pub fn sampled(share: f64, random: impl FnOnce() -> f64) -> bool {
-    share > 0.0 && (share >= 1.0 || random() < share)
+/// Whether a request is evaluated in the shadow, for a share in
+/// millionths: 0 (the default) asks nothing of `random` (uniform in
+/// [0, 1)), 1 000 000 evaluates every request.
+pub fn sampled(per_million: u32, random: impl FnOnce() -> f64) -> bool {
+    per_million > 0 && (per_million >= 1_000_000 || random() * 1_000_000.0 < f64::from(per_million))
+}
+
+/// The active and the shadow ruleset's first decisions on one request,
+/// and where they differ.
+pub struct Evaluation<'r> {
+    pub active: Decision<'r>,
+    pub shadow: Decision<'r>,
+    pub difference: Option<Difference>,
+}
+
+impl<'r> Evaluation<'r> {
+    /// Both rulesets' select phase on `request` (pure: no service call).
+    /// The active ruleset's is its first decision, as the shadow's is: a
+    /// `notFound: next-rule` fall-through depends on the service's answer,
+    /// which the shadow never asks.
+    pub fn of(active: &'r Ruleset, shadow: &'r Ruleset, request: &RequestParts) -> Self {
+        let active = active.decide(request);
+        let shadow = shadow.decide(request);
+        let difference = difference(&active, &shadow);
+        Evaluation {
+            active,
+            shadow,
+            difference,
+        }
+    }
+
+    pub fn verdict(&self) -> Verdict<'r> {
+        Verdict {
+            rule: self.shadow.rule_id,
+            difference: self.difference,
+        }
+    }
 }
 
 /// One decision as the disagreement line states it: the rule, the action,
@@ -247,11 +250,11 @@ mod tests {
 
     #[test]
     fn sampling_asks_for_a_number_only_between_0_and_1() {
-        assert!(!sampled(0.0, || panic!("share 0 draws nothing")));
-        assert!(sampled(1.0, || panic!("share 1 draws nothing")));
-        assert!(sampled(0.25, || 0.2));
-        assert!(!sampled(0.25, || 0.25));
-        assert!(!sampled(-1.0, || 0.0));
+        assert!(!sampled(0, || panic!("share 0 draws nothing")));
+        assert!(sampled(1_000_000, || panic!("share 1 draws nothing")));
+        assert!(sampled(250_000, || 0.2));
+        assert!(!sampled(250_000, || 0.25));
+        assert!(sampled(1, || 0.0));
     }
 
     #[test]

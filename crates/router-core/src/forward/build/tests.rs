@@ -88,6 +88,7 @@ fn decided<'a>(iso: &'a Isolate, req: &Incoming) -> Routed<'a> {
         decision: iso.ruleset.as_ref().expect("a ruleset").decide(&req.parts),
         resolution: None,
         fell_through: Vec::new(),
+        shadow: None,
     }
 }
 
@@ -370,6 +371,7 @@ fn a_stale_not_found_that_handed_a_request_on_is_in_its_log_line() {
                 error: Some(Service::Topology.failed(ServiceFailure::Status(503))),
             },
         )],
+        shadow: None,
     };
     let f = forward_of(plan(&iso, &req, Some(&routed)));
     assert!(f.log.head.contains(r#""cache":"stale""#), "{}", f.log.head);
@@ -416,6 +418,7 @@ fn service_down<'a>(iso: &'a Isolate, req: &Incoming) -> Routed<'a> {
             error: Some(Service::Topology.failed(ServiceFailure::Timeout(300))),
         }),
         fell_through: Vec::new(),
+        shadow: None,
     }
 }
 
@@ -818,6 +821,7 @@ fn not_found<'a>(iso: &'a Isolate, req: &Incoming, level: CacheLevel) -> Routed<
             error: None,
         }),
         fell_through: Vec::new(),
+        shadow: None,
     }
 }
 
@@ -892,7 +896,10 @@ fn every_plan_carries_its_data_point_when_the_dataset_is_bound() {
     let items: Vec<&str> = f.log.point.split(crate::wire::FIELD).collect();
     assert_eq!(
         items,
-        ["staging", "v-7", "legacy", "proxy", "", "legacy", "", "", "", "", "0", "0", "0"],
+        [
+            "staging", "v-7", "legacy", "proxy", "", "legacy", "", "", "", "", "", "", "0", "0",
+            "0"
+        ],
         "written whatever the log line's sampling"
     );
     // The router's own answer: the error's kind.
@@ -921,4 +928,102 @@ fn every_plan_carries_its_data_point_when_the_dataset_is_bound() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_request_evaluated_in_the_shadow_names_the_shadow_rule_in_its_point() {
+    let vars = &[
+        ("GITLAB_RULES_CONFIG", "session_token"),
+        ("GITLAB_PROXY_HOST", "legacy.example:8080"),
+    ];
+    let (mut iso, _) = isolate_with(vars);
+    iso.state = iso.state.with_shadow(shipped_ruleset("firstcell"));
+    iso.state.bind_metrics();
+    let shadow = iso.shadow.as_ref().expect("the shadow ruleset");
+    let req = incoming(&iso, "https://gitlab.com/api/v4/projects", &[]);
+    let shadow_rule = shadow.decide(&req.parts).rule_id.map(str::to_string);
+    let active_rule = iso
+        .ruleset
+        .as_ref()
+        .expect("rules")
+        .decide(&req.parts)
+        .rule_id
+        .map(str::to_string);
+    let (shadow_rule, active_rule) = (shadow_rule.as_deref(), active_rule.as_deref());
+    assert_ne!(active_rule, shadow_rule, "the two rulesets differ here");
+    // Share 0: nothing drawn, nothing evaluated, nothing in the point.
+    let mut routed = decided(&iso, &req);
+    let draw = || panic!("share 0 draws nothing");
+    assert_eq!(iso.evaluate_shadow(0, draw, &req, &mut routed), None);
+    assert_eq!(routed.shadow, None);
+    let f = forward_of(plan(&iso, &req, Some(&routed)));
+    let items: Vec<&str> = f.log.point.split(crate::wire::FIELD).collect();
+    assert_eq!(items[crate::metrics::item::SHADOW_RULE], "");
+    // Every request: the line states both decisions, the point the pair.
+    let line = iso
+        .evaluate_shadow(1_000_000, || 0.5, &req, &mut routed)
+        .expect("a disagreement's line");
+    let parsed: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+    assert_eq!(parsed["scope"], "shadow");
+    assert_eq!(parsed["difference"], "rule");
+    assert_eq!(parsed["ruleset"], "session_token");
+    assert_eq!(parsed["shadow_ruleset"], "firstcell");
+    assert_eq!(parsed["path"], "/api/v4/projects");
+    assert_eq!(parsed["active"]["rule"].as_str(), active_rule);
+    assert_eq!(parsed["shadow"]["rule"].as_str(), shadow_rule);
+    let f = forward_of(plan(&iso, &req, Some(&routed)));
+    let items: Vec<&str> = f.log.point.split(crate::wire::FIELD).collect();
+    assert_eq!(
+        items[crate::metrics::item::SHADOW_RULE],
+        shadow_rule.unwrap_or(crate::metrics::SHADOW_NO_RULE)
+    );
+    assert_eq!(items[crate::metrics::item::SHADOW_DIFFERENCE], "rule");
+    assert_eq!(items[crate::metrics::item::RULE], active_rule.unwrap_or(""));
+}
+
+#[test]
+fn the_same_ruleset_in_the_shadow_agrees_without_a_line() {
+    let vars = &[
+        ("GITLAB_RULES_CONFIG", "session_token"),
+        ("GITLAB_PROXY_HOST", "legacy.example:8080"),
+    ];
+    let (mut iso, _) = isolate_with(vars);
+    iso.state = iso.state.with_shadow(shipped_ruleset("session_token"));
+    let req = incoming(&iso, "https://gitlab.com/api/v4/projects", &[]);
+    let mut routed = decided(&iso, &req);
+    assert_eq!(
+        iso.evaluate_shadow(1_000_000, || 0.5, &req, &mut routed),
+        None
+    );
+    assert_eq!(
+        routed.shadow,
+        Some(crate::disagreement::Verdict {
+            rule: routed.decision.rule_id,
+            difference: None
+        })
+    );
+}
+
+#[test]
+fn the_edge_reads_the_headers_both_rulesets_read() {
+    let vars = &[
+        ("GITLAB_RULES_CONFIG", "passthrough"),
+        ("GITLAB_PROXY_HOST", "legacy.example:8080"),
+    ];
+    let (iso, _) = isolate_with(vars);
+    let alone = iso.header_names.clone().expect("named headers");
+    let with = iso
+        .state
+        .with_shadow(shipped_ruleset("session_token"))
+        .header_names
+        .expect("named headers");
+    let session = shipped_ruleset("session_token").expect("shipped");
+    let crate::select::HeaderInterest::Names(shadow_reads) = session.header_interest() else {
+        panic!("session_token reads named headers");
+    };
+    assert!(!shadow_reads.is_empty());
+    for name in shadow_reads {
+        assert!(with.contains(name), "{name} is read for the shadow");
+    }
+    assert!(alone.iter().all(|n| with.contains(n)));
 }
