@@ -179,7 +179,10 @@ impl Ruleset {
                 message: "has no rules".into(),
             });
         }
-        let mut rules = Vec::with_capacity(specs.len());
+        let mut rules: Vec<Rule> = Vec::with_capacity(specs.len());
+        // The rules so far by id (positions in `rules`): a duplicate id is
+        // found by a binary search, not by comparing with every rule.
+        let mut by_id: Vec<usize> = Vec::with_capacity(specs.len());
         let mut catch_all: Option<String> = None;
         for (index, spec) in specs.enumerate() {
             let (label, spec) = spec?;
@@ -195,9 +198,12 @@ impl Ruleset {
             if rule.is_catch_all() {
                 catch_all = Some(compiler.rule.clone());
             }
-            if rules.iter().any(|r: &Rule| r.id == rule.id) {
+            let id_of = |i: &usize| rules.get(*i).map(|r| r.id.as_str());
+            let at = by_id.partition_point(|i| id_of(i) < Some(rule.id.as_str()));
+            if by_id.get(at).and_then(id_of) == Some(rule.id.as_str()) {
                 return Err(compiler.err(RuleError::DuplicateId(rule.id.clone())));
             }
+            by_id.insert(at, rules.len());
             rules.push(rule);
         }
         let interest = header_interest(&rules);
