@@ -33,6 +33,7 @@
 // Leaves: the request, the select -> resolve contract, writers, and the
 // JS <-> Rust wire format, which every phase may use.
 pub mod address;
+pub mod base64_codec;
 pub mod decision;
 pub mod disagreement;
 pub mod error;

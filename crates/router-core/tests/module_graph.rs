@@ -22,6 +22,7 @@ const PHASES: &[(&str, &[&str])] = &[
         "leaf",
         &[
             "address",
+            "base64_codec",
             "decision",
             "disagreement",
             "error",

@@ -15,8 +15,7 @@
 
 use std::fmt;
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use base64::Engine as _;
+use crate::base64_codec::{decode, encode_url_safe_unpadded, Alphabet, Padding};
 use chrono::{DateTime, TimeZone, Utc};
 use jwt_compact::{Claims, TimeOptions};
 use serde::{Deserialize, Serialize};
@@ -66,16 +65,19 @@ pub fn path_query_hash(path: &str, query: &str) -> String {
         hasher.update(b"?");
         hasher.update(query.as_bytes());
     }
-    URL_SAFE_NO_PAD.encode(hasher.finalize())
+    encode_url_safe_unpadded(&hasher.finalize())
 }
 
 /// A key's bytes from base64 (standard, or URL-safe without padding).
 pub fn decode_key_bytes(text: &str) -> Option<Vec<u8>> {
     let text = text.trim();
-    STANDARD
-        .decode(text)
-        .ok()
-        .or_else(|| URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).ok())
+    decode(text.as_bytes(), Alphabet::Standard, Padding::Canonical).or_else(|| {
+        decode(
+            text.trim_end_matches('=').as_bytes(),
+            Alphabet::UrlSafe,
+            Padding::Absent,
+        )
+    })
 }
 
 /// Milliseconds since the Unix epoch as the time JWT claims are made of.
@@ -155,8 +157,8 @@ impl Signer {
         let claims = serde_json::to_string(&self.claims(request)).unwrap_or_default();
         format!(
             "{}.{}",
-            URL_SAFE_NO_PAD.encode(HEADER),
-            URL_SAFE_NO_PAD.encode(claims)
+            encode_url_safe_unpadded(HEADER.as_bytes()),
+            encode_url_safe_unpadded(claims.as_bytes())
         )
     }
 

@@ -1,9 +1,6 @@
 //! The `base64` transform (SPEC §3): a captured value decoded to UTF-8 text.
 
-use base64::engine::general_purpose::{
-    GeneralPurpose, STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD,
-};
-use base64::Engine as _;
+use crate::base64_codec::{decode, Alphabet, Padding};
 
 /// Longest input [`decode_base64_text`] looks at (64 KiB); anything longer is rejected.
 pub const MAX_BASE64_INPUT: usize = 64 * 1024;
@@ -23,19 +20,27 @@ pub fn decode_base64_text(s: &str) -> Option<String> {
     let standard = s.bytes().any(|b| b == b'+' || b == b'/');
     let url_safe = s.bytes().any(|b| b == b'-' || b == b'_');
     let padded = s.ends_with('=');
-    let engine: &GeneralPurpose = match (standard, url_safe, padded) {
-        (true, true, _) => return None,
-        (_, true, true) => &URL_SAFE,
-        (_, true, false) => &URL_SAFE_NO_PAD,
-        (_, false, true) => &STANDARD,
-        (_, false, false) => &STANDARD_NO_PAD,
+    if standard && url_safe {
+        return None;
+    }
+    let alphabet = if url_safe {
+        Alphabet::UrlSafe
+    } else {
+        Alphabet::Standard
     };
-    String::from_utf8(engine.decode(s).ok()?).ok()
+    let padding = if padded {
+        Padding::Canonical
+    } else {
+        Padding::Absent
+    };
+    String::from_utf8(decode(s.as_bytes(), alphabet, padding)?).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    use base64::Engine as _;
     use proptest::prelude::*;
 
     #[test]

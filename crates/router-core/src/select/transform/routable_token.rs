@@ -20,8 +20,7 @@
 //! Decoding never panics and allocates at most a few hundred bytes: the input is capped at
 //! [`MAX_TOKEN_LEN`] bytes before anything else is done.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
+use crate::base64_codec::{decode, encode_url_safe_unpadded, Alphabet, Padding};
 
 /// Longest input [`decode_routable_token`] looks at; anything longer is rejected outright.
 ///
@@ -89,7 +88,7 @@ pub fn decode_routable_token(token: &str) -> Option<Vec<(String, String)>> {
     }
 
     // base64_len <= 36^2 - 1, so this buffer is bounded (< 1 KiB).
-    let decoded = URL_SAFE_NO_PAD.decode(base64_part).ok()?;
+    let decoded = decode(base64_part, Alphabet::UrlSafe, Padding::Absent)?;
     let (&length_byte, random_and_payload) = decoded.split_last()?;
     let payload = random_and_payload.get(RANDOM_BYTES_LENGTH..)?;
     if payload.len() != usize::from(length_byte) {
@@ -122,7 +121,7 @@ pub fn encode_routable_token(prefix: &str, random: [u8; 16], fields: &[(char, u6
     // Ruby's `[size].pack('C')` keeps the low byte only.
     encodable.push(payload.len().to_le_bytes()[0]);
 
-    let base64_part = URL_SAFE_NO_PAD.encode(&encodable);
+    let base64_part = encode_url_safe_unpadded(&encodable);
     let length_field = base36_padded(base64_part.len() as u64, LENGTH_DIGITS);
     let signed = format!("{prefix}{base64_part}.{TOKEN_VERSION}.{length_field}");
     let crc = crc_field(signed.as_bytes());
@@ -214,6 +213,8 @@ fn base36_padded(n: u64, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
     use proptest::prelude::*;
 
     /// From gitlab-org/gitlab `spec/lib/authn/token_field/decoders/v1/routable_payload_spec.rb`:
