@@ -10,9 +10,12 @@
  */
 export const SHADOWS = [
   // Every request evaluated against the other ruleset: the cost of a
-  // sampled request, and a disagreement's log line on most of the mix.
+  // sampled request, and a disagreement's log line on 86 % of the mix.
   { name: "token-warm-shadow", of: "token-warm", shadow: "cells", sample: "1" },
   { name: "cells-shadow", of: "cells", shadow: "session_token", sample: "1" },
+  // Every request evaluated against its own ruleset: they always agree, so
+  // this is the evaluation alone, without a log line.
+  { name: "token-warm-shadow-agree", of: "token-warm", shadow: "session_token", sample: "1" },
   // The shadow set but no request drawn: what an unsampled request pays
   // (both rulesets' headers read, the draw skipped at share 0).
   { name: "token-warm-shadow-unsampled", of: "token-warm", shadow: "cells", sample: "0" },

@@ -25,6 +25,7 @@ test("a shadow configuration is its base with the two settings added", () => {
   assert.equal(tws.warm, true);
   assert.equal(byName["cells-shadow"].options.bindings.GITLAB_SHADOW_RULES_CONFIG, "session_token");
   assert.equal(byName["token-warm-shadow-unsampled"].options.bindings.GITLAB_SHADOW_SAMPLE, "0");
+  assert.equal(byName["token-warm-shadow-agree"].options.bindings.GITLAB_SHADOW_RULES_CONFIG, "session_token");
   // The base configuration is left as it was.
   assert.equal(specs[2].options.bindings.GITLAB_SHADOW_RULES_CONFIG, undefined);
   // No base among the configurations (BENCH_SCALE's own), no shadow.
