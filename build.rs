@@ -21,7 +21,7 @@ fn main() {
     // Test builds (feature `test-rulesets`) also carry the rulesets the
     // end-to-end tests need and no deployment ships (tests/e2e/rules/).
     if std::env::var_os("CARGO_FEATURE_TEST_RULESETS").is_some() {
-        let test_rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/rules");
+        let test_rules = manifest_dir().join("tests/e2e/rules");
         println!("cargo:rerun-if-changed={}", test_rules.display());
         dirs.push(test_rules);
     }
@@ -111,6 +111,16 @@ fn main() {
     std::fs::write(out, table).expect("write rulesets.rs");
 }
 
+/// The crate's directory, read when the script runs (not baked in when it
+/// was compiled: cargo may reuse this script's binary for a copy of the
+/// crate elsewhere, a test that copies the project and shares the target
+/// directory).
+fn manifest_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+}
+
 /// Where the rulesets are read from instead of `rules/`.
 const RULES_DIR_VAR: &str = "GITLAB_ROUTER_RULES_DIR";
 /// The wrangler.toml checked instead of the repository's.
@@ -123,7 +133,7 @@ fn from_env(var: &str, default: &str) -> std::path::PathBuf {
     println!("cargo:rerun-if-env-changed={var}");
     std::env::var_os(var)
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(default))
+        .unwrap_or_else(|| manifest_dir().join(default))
 }
 
 /// Every ruleset name wrangler.toml's `[vars]` and `[env.NAME.vars]` give
@@ -177,7 +187,7 @@ const SCALE_RULE_COUNTS: &[usize] = &[50, 200];
 /// passes over all of them first.
 fn scale_rulesets() -> Vec<std::path::PathBuf> {
     use serde_json::{json, Value};
-    let cells = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/cells.json");
+    let cells = manifest_dir().join("rules/cells.json");
     let text = std::fs::read_to_string(&cells).expect("rules/cells.json");
     let doc: Value = serde_json::from_str(&text).expect("rules/cells.json is JSON");
     let own = doc["rules"]
@@ -212,7 +222,7 @@ fn scale_rulesets() -> Vec<std::path::PathBuf> {
 /// OUT_DIR: `cells_candidate` is rules/cells.json with one rule changed,
 /// `path_snippet` no longer taking the old spelling `/snippets/<id>`.
 fn shadow_candidate() -> std::path::PathBuf {
-    let cells = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/cells.json");
+    let cells = manifest_dir().join("rules/cells.json");
     let text = std::fs::read_to_string(&cells).expect("rules/cells.json");
     let old = r#""^(?:/-|/api/v4)?/snippets/"#;
     assert!(

@@ -12,8 +12,11 @@ use std::path::Path;
 mod list;
 
 fn main() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rules/reserved_top_level_routes.txt");
+    // Read when the script runs, not baked in when it was compiled: cargo
+    // may reuse this script's binary for a copy of the crate elsewhere (a
+    // test that copies the project and shares the target directory).
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let path = Path::new(&dir).join("../../rules/reserved_top_level_routes.txt");
     println!("cargo:rerun-if-changed={}", path.display());
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));

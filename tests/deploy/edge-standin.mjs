@@ -20,6 +20,10 @@
 // cf-api-standin keeps each upload's bindings), `vars` over them and
 // GITLAB_SMOKE_TEST_SECRET = smokeSecret; the request is handed to it as
 // it came (the override header included: the router checks the secret).
+// A version_metadata binding is bound as Cloudflare binds it: {id: the
+// version's id, tag, timestamp}. `router.options(version)` adds Miniflare
+// worker options to that version's router (e.g. a ROUTER_METRICS binding,
+// tests/e2e/metrics-capture.mjs), `router.extraWorkers` runs beside it.
 //
 //   const edge = await startEdge(api, workerName, { smokeSecret, router });
 //   edge.url("/-/health"); edge.breakTag("abc1234"); edge.requests; await edge.close()
@@ -52,10 +56,15 @@ export async function startEdge(api, workerName, { smokeSecret, router } = {}) {
   function routerOf(version) {
     if (!routers.has(version)) {
       const vars = {};
-      for (const b of api.bindingsOf(version) ?? []) if (b.type === "plain_text") vars[b.name] = b.text;
+      const record = api.scripts.get(workerName)?.versions.find((v) => v.id === version);
+      for (const b of api.bindingsOf(version) ?? []) {
+        if (b.type === "plain_text") vars[b.name] = b.text;
+        if (b.type === "version_metadata") vars[b.name] = { id: version, tag: record?.annotations["workers/tag"] ?? "", timestamp: record?.metadata.created_on ?? "" };
+      }
       Object.assign(vars, router.vars ?? {}, smokeSecret !== undefined ? { GITLAB_SMOKE_TEST_SECRET: smokeSecret } : {});
       // modulesRoot: the build is outside the repository (a test project's copy).
-      routers.set(version, startRouter(vars, routerLogs, { build: path.relative(E2E_ROOT, router.build), routerOptions: [{ modulesRoot: router.build }] }));
+      const routerOptions = [{ modulesRoot: router.build, ...(router.options?.(version) ?? {}) }];
+      routers.set(version, startRouter(vars, routerLogs, { build: path.relative(E2E_ROOT, router.build), routerOptions, extraWorkers: router.extraWorkers ?? [] }));
     }
     return routers.get(version);
   }

@@ -1,9 +1,11 @@
 // Shared pieces of the deploy tests: a throw-away project directory per test
 // (the repo's wrangler.toml and rules/, a copy of build/), a stub rulesctl,
-// and a runner for the real deploy-worker.sh with the pinned wrangler pointed
-// at a cf-api-standin.
+// a runner for the real deploy-worker.sh with the pinned wrangler pointed
+// at a cf-api-standin, and loopback cells for the real router
+// (edge-standin.mjs's `router`).
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -173,3 +175,60 @@ export const writes = (api) => api.requests.filter((r) => r.method !== "GET" && 
 
 /** Shows what the script printed when an assertion fails. */
 export const explain = (result) => `exit ${result.code}\n--- stdout\n${result.stdout}\n--- stderr\n${result.stderr}`;
+
+/** A loopback server answering every request with `status` and `headers`. */
+export async function serve(t, headers = {}, status = 200) {
+  const seen = [];
+  const server = http.createServer((req, res) => {
+    seen.push({ method: req.method, url: req.url, headers: req.headers });
+    req.resume();
+    res.writeHead(status, { "content-type": "text/plain", ...headers });
+    res.end("ok\n");
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.after(() => new Promise((resolve) => (server.closeAllConnections?.(), server.close(resolve))));
+  return { port: server.address().port, seen };
+}
+
+/**
+ * Two loopback cells (the legacy cell is cell 1; with `header`, each names
+ * itself in it) and a Topology Service that knows no key: sessions and
+ * tokens of listed cells resolve through GITLAB_CELLS, the rest go to the
+ * legacy cell. `vars`: the router's [vars] for them, ruleset session_token.
+ */
+export async function loopbackCells(t, { header = null } = {}) {
+  const cell1 = await serve(t, header ? { [header]: "1" } : {});
+  const cell2 = await serve(t, header ? { [header]: "2" } : {});
+  const topology = await serve(t, { "content-type": "application/json" }, 404);
+  const vars = {
+    GITLAB_RULES_CONFIG: "session_token",
+    GITLAB_TOPOLOGY_SERVICE_URL: `http://127.0.0.1:${topology.port}`,
+    GITLAB_PROXY_HOST: `127.0.0.1:${cell1.port}`,
+    GITLAB_UPSTREAM_SCHEME: "http",
+    GITLAB_ALLOWED_UPSTREAMS: `127.0.0.1:${cell1.port},127.0.0.1:${cell2.port}`,
+    GITLAB_CELLS: JSON.stringify([
+      { id: 1, address: `127.0.0.1:${cell1.port}`, session_prefix: "cell-1", health_path: "/-/readiness" },
+      { id: 2, address: `127.0.0.1:${cell2.port}`, session_prefix: "cell-2", health_path: "/-/readiness" },
+    ]),
+  };
+  return { cell1, cell2, vars };
+}
+
+/** wrangler.toml's [env.staging.vars] with `values` set (each key replaced or added). */
+export function setStagingVars(file, values) {
+  const lines = fs.readFileSync(file, "utf8").split("\n");
+  const start = lines.indexOf("[env.staging.vars]");
+  if (start < 0) throw new Error(`${file} has no [env.staging.vars]`);
+  let end = lines.findIndex((l, i) => i > start && /^\s*\[/.test(l));
+  if (end === -1) end = lines.length;
+  const left = new Map(Object.entries(values));
+  for (let i = start + 1; i < end; i++) {
+    const m = lines[i].match(/^([A-Z_]+) = /);
+    if (m && left.has(m[1])) {
+      lines[i] = `${m[1]} = ${JSON.stringify(left.get(m[1]))}`;
+      left.delete(m[1]);
+    }
+  }
+  lines.splice(end, 0, ...[...left].map(([k, v]) => `${k} = ${JSON.stringify(v)}`));
+  fs.writeFileSync(file, lines.join("\n"));
+}

@@ -13,13 +13,12 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
-import http from "node:http";
 import path from "node:path";
 import { before, describe, test } from "node:test";
 import { perVersionQuery } from "../../scripts/deploy/analytics.mjs";
 import { startStandin } from "./cf-api-standin.mjs";
 import { startEdge } from "./edge-standin.mjs";
-import { REPO, SMOKE_SECRET, ensureBuild, explain, makeProject, runDeploy, workerName, workerRoutes } from "./helpers.mjs";
+import { REPO, SMOKE_SECRET, ensureBuild, explain, loopbackCells, makeProject, runDeploy, setStagingVars, workerName, workerRoutes } from "./helpers.mjs";
 
 const ENV = "staging";
 const NAME = workerName(ENV);
@@ -36,57 +35,9 @@ before(() => {
   }
 });
 
-/** A loopback server answering every request with `status` and `headers`. */
-async function serve(t, headers = {}, status = 200) {
-  const seen = [];
-  const server = http.createServer((req, res) => {
-    seen.push({ method: req.method, url: req.url, headers: req.headers });
-    req.resume();
-    res.writeHead(status, { "content-type": "text/plain", ...headers });
-    res.end("ok\n");
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise((resolve) => (server.closeAllConnections?.(), server.close(resolve))));
-  return { port: server.address().port, seen };
-}
-
-/** wrangler.toml's [env.staging.vars] with `values` set (each key replaced or added). */
-function setStagingVars(file, values) {
-  const lines = fs.readFileSync(file, "utf8").split("\n");
-  const start = lines.indexOf("[env.staging.vars]");
-  assert.ok(start >= 0, "wrangler.toml has [env.staging.vars]");
-  let end = lines.findIndex((l, i) => i > start && /^\s*\[/.test(l));
-  if (end === -1) end = lines.length;
-  const left = new Map(Object.entries(values));
-  for (let i = start + 1; i < end; i++) {
-    const m = lines[i].match(/^([A-Z_]+) = /);
-    if (m && left.has(m[1])) {
-      lines[i] = `${m[1]} = ${JSON.stringify(left.get(m[1]))}`;
-      left.delete(m[1]);
-    }
-  }
-  lines.splice(end, 0, ...[...left].map(([k, v]) => `${k} = ${JSON.stringify(v)}`));
-  fs.writeFileSync(file, lines.join("\n"));
-}
-
 /** `cellHeader`: the cells name themselves and the deploy checks it too (ROUTING_CHECK_CELL_HEADER). */
 async function setup(t, { cellHeader = true } = {}) {
-  const cell1 = await serve(t, cellHeader ? { [CELL_HEADER]: "1" } : {});
-  const cell2 = await serve(t, cellHeader ? { [CELL_HEADER]: "2" } : {});
-  // The Topology Service knows no key: sessions and tokens of listed cells
-  // resolve through GITLAB_CELLS, the rest go to the legacy cell.
-  const topology = await serve(t, { "content-type": "application/json" }, 404);
-  const vars = {
-    GITLAB_RULES_CONFIG: "session_token",
-    GITLAB_TOPOLOGY_SERVICE_URL: `http://127.0.0.1:${topology.port}`,
-    GITLAB_PROXY_HOST: `127.0.0.1:${cell1.port}`,
-    GITLAB_UPSTREAM_SCHEME: "http",
-    GITLAB_ALLOWED_UPSTREAMS: `127.0.0.1:${cell1.port},127.0.0.1:${cell2.port}`,
-    GITLAB_CELLS: JSON.stringify([
-      { id: 1, address: `127.0.0.1:${cell1.port}`, session_prefix: "cell-1", health_path: "/-/readiness" },
-      { id: 2, address: `127.0.0.1:${cell2.port}`, session_prefix: "cell-2", health_path: "/-/readiness" },
-    ]),
-  };
+  const { cell1, cell2, vars } = await loopbackCells(t, { header: cellHeader ? CELL_HEADER : null });
   const api = await startStandin();
   t.after(() => api.close());
   const project = makeProject(t);

@@ -4,7 +4,8 @@
 // harness collects. Miniflare's own Analytics Engine emulation keeps
 // nothing (its writeDataPoint does nothing), so the tests read the points
 // here, as rows with the SQL API's column names, and run the documented
-// queries' arithmetic over them (docs/metrics.md, docs/operations.md).
+// queries' arithmetic over them (docs/metrics.md, docs/operations.md,
+// the deploy's shadow gate).
 
 const MARK = "router-metrics-point";
 
@@ -62,4 +63,22 @@ export function errorRatioPerCell(rows) {
   return [...by.values()]
     .map((g) => ({ cell: g.cell, requests: g.requests, error_ratio: g.errors / g.requests }))
     .sort((a, b) => b.error_ratio - a.error_ratio || a.cell.localeCompare(b.cell));
+}
+
+/**
+ * The shadow gate's query (scripts/deploy/shadow-gate.mjs, shadowQuery)
+ * over `rows`: `SELECT blob3 AS rule, blob11 AS shadow_rule, blob12 AS
+ * difference, SUM(_sample_interval) AS requests … WHERE blob2 = '<version>'
+ * AND blob11 != '' GROUP BY rule, shadow_rule, difference ORDER BY requests DESC`.
+ */
+export function shadowRows(rows, version) {
+  const by = new Map();
+  for (const r of rows) {
+    if (r.blob2 !== version || !r.blob11) continue;
+    const key = JSON.stringify([r.blob3, r.blob11, r.blob12]);
+    const g = by.get(key) ?? { rule: r.blob3, shadow_rule: r.blob11, difference: r.blob12, requests: 0 };
+    g.requests += r._sample_interval;
+    by.set(key, g);
+  }
+  return [...by.values()].sort((a, b) => b.requests - a.requests);
 }

@@ -147,10 +147,9 @@ impl Control {
             Some(share) if (0.0..=1.0).contains(&share) => {
                 Some((share * 1_000_000.0).round() as u32)
             }
-            Some(share) => {
-                return Err(format!(
-                    "control document: shadow_sample {share} is not a share from 0 to 1"
-                ))
+            // Not the value: formatting a float would add its code to the wasm.
+            Some(_) => {
+                return Err("control document: shadow_sample is not a share from 0 to 1".into())
             }
         };
         if spec.invalidations.len() > MAX_INVALIDATIONS {

@@ -116,7 +116,7 @@ pub fn summarise(text: &str, examples: usize) -> Result<Summary, String> {
         }
         summary.lines += 1;
         let value: Value =
-            serde_json::from_str(line).map_err(|e| format!("{}: not JSON: {e}", index + 1))?;
+            serde_json::from_str(line).map_err(|e| format!("{}: not JSON: {e} (from a console that mixes other output with the router's lines, such as `wrangler dev`'s, keep the JSON ones: grep '^{{')", index + 1))?;
         // A trace event (Logpush) holds the lines as strings in Logs[].Message.
         let nested: Vec<Value> = value
             .get("Logs")
