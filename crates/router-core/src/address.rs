@@ -14,7 +14,7 @@ pub fn validate_address(address: &str) -> Result<(), String> {
             && l.len() <= 63
             && !l.starts_with('-')
             && !l.ends_with('-')
-            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
     };
     if !host.split('.').all(ok_label) {
         return Err(format!("{address:?}: not a host name"));
@@ -29,7 +29,15 @@ pub fn validate_address(address: &str) -> Result<(), String> {
 }
 
 fn split_host_port(address: &str) -> Result<(&str, Option<&str>), String> {
-    if address.contains(['/', '@', '?', '#', '\\', ' ', '\t', '\r', '\n', '[', ']']) {
+    // Byte by byte: every character refused is ASCII (one pass, where a
+    // pattern of characters decodes and compares each in turn).
+    let refused = |b: u8| {
+        matches!(
+            b,
+            b'/' | b'@' | b'?' | b'#' | b'\\' | b' ' | b'\t' | b'\r' | b'\n' | b'[' | b']'
+        )
+    };
+    if address.bytes().any(refused) {
         return Err(format!("{address:?}: expected host[:port] only"));
     }
     Ok(match address.rsplit_once(':') {

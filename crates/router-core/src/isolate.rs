@@ -70,12 +70,10 @@ impl IsolateState {
                 allowed.allow_exact(address);
             }
         }
-        for cell in config.cells.cells() {
-            allowed.allow_exact(&cell.address);
-            if let Some(registry) = &cell.registry_address {
-                allowed.allow_exact(registry);
-            }
-        }
+        // Each checked as the list was read (`CellList::parse`).
+        let cells = config.cells.cells();
+        allowed.allow_validated(cells.iter().map(|c| c.address.as_str()));
+        allowed.allow_validated(cells.iter().filter_map(|c| c.registry_address.as_deref()));
         let relied_on = rule_headers(ruleset.as_ref()).unwrap_or_default();
         let header_names = header_names(ruleset.as_ref(), None);
         let health = RefCell::new(CellHealth::new(&config.cells, config.circuits));

@@ -115,6 +115,18 @@ impl AllowList {
         }
     }
 
+    /// [`AllowList::allow_exact`] for addresses [`validate_address`]
+    /// accepted (a cell list's, checked as it was read): such an address is
+    /// one exact entry, its lower case, so it is inserted as that without
+    /// being parsed and checked again (a start-up cost per listed cell).
+    pub fn allow_validated<'a>(&mut self, addresses: impl Iterator<Item = &'a str>) {
+        self.exact.reserve(addresses.size_hint().0);
+        for address in addresses {
+            debug_assert!(validate_address(address).is_ok(), "{address:?}");
+            self.exact.insert(address.to_ascii_lowercase());
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.exact.is_empty() && self.entries.is_empty()
     }
@@ -213,5 +225,26 @@ mod tests {
         assert!(!list.allows("éé.example.com"));
         assert!(AllowList::parse("http://x").is_err());
         assert!(AllowList::parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_validated_address_is_allowed_as_allow_exact_allows_it() {
+        let addresses = [
+            "cell-2.example.com",
+            "Cell-3.Example.COM:8443",
+            "127.0.0.1:9102",
+            "localhost",
+            "a-b.c:1",
+        ];
+        let mut exact = AllowList::parse("*.other.example, dev.local:*").unwrap();
+        let mut validated = exact.clone();
+        for address in addresses {
+            assert!(validate_address(address).is_ok(), "{address}");
+            exact.allow_exact(address);
+        }
+        validated.allow_validated(addresses.into_iter());
+        assert_eq!(validated, exact);
+        assert!(validated.allows("cell-3.example.com:8443"));
+        assert!(!validated.allows("cell-3.example.com"));
     }
 }

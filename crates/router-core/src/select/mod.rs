@@ -179,7 +179,10 @@ impl Ruleset {
                 message: "has no rules".into(),
             });
         }
-        let mut rules = Vec::with_capacity(specs.len());
+        let mut rules: Vec<Rule> = Vec::with_capacity(specs.len());
+        // The rules so far by id (positions in `rules`): a duplicate id is
+        // found by a binary search, not by comparing with every rule.
+        let mut by_id: Vec<usize> = Vec::with_capacity(specs.len());
         let mut catch_all: Option<String> = None;
         for (index, spec) in specs.enumerate() {
             let (label, spec) = spec?;
@@ -195,9 +198,12 @@ impl Ruleset {
             if rule.is_catch_all() {
                 catch_all = Some(compiler.rule.clone());
             }
-            if rules.iter().any(|r: &Rule| r.id == rule.id) {
+            let id_of = |i: &usize| rules.get(*i).map(|r| r.id.as_str());
+            let at = by_id.partition_point(|i| id_of(i) < Some(rule.id.as_str()));
+            if by_id.get(at).and_then(id_of) == Some(rule.id.as_str()) {
                 return Err(compiler.err(RuleError::DuplicateId(rule.id.clone())));
             }
+            by_id.insert(at, rules.len());
             rules.push(rule);
         }
         let interest = header_interest(&rules);
@@ -279,14 +285,17 @@ impl Ruleset {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut eval = Eval::default();
         // Rules whose path regexes the path cannot match are not evaluated.
+        // In order, as the rules are: the index only leaves gaps.
         let candidates = self.dispatch.candidates(&request.path);
         let mut value_too_long = None;
-        for (index, rule) in self.rules.iter().enumerate().skip(first) {
-            if !PathDispatch::reaches(candidates, index)
-                || self
-                    .disabled
-                    .get(index)
-                    .is_some_and(|d| d.load(std::sync::atomic::Ordering::Relaxed))
+        for index in candidates.from(first) {
+            let Some(rule) = self.rules.get(index) else {
+                break;
+            };
+            if self
+                .disabled
+                .get(index)
+                .is_some_and(|d| d.load(std::sync::atomic::Ordering::Relaxed))
             {
                 continue;
             }

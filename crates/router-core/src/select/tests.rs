@@ -405,6 +405,14 @@ fn rejects_what_cannot_work_with_clear_messages() {
             r#"[{"id": "x", "rollout": {"value": "a", "percentage": 101}, "action": "proxy"}]"#,
             "not within 0..=100",
         ),
+        (
+            r#"[{"id": "m", "match": {"type": "path", "regexValue": "a"}, "action": "proxy"},
+                {"id": "c", "match": {"type": "path", "regexValue": "b"}, "action": "proxy"},
+                {"id": "x", "match": {"type": "path", "regexValue": "c"}, "action": "proxy"},
+                {"id": "a", "match": {"type": "path", "regexValue": "d"}, "action": "proxy"},
+                {"id": "c", "action": "proxy"}]"#,
+            "duplicate rule id \"c\"",
+        ),
     ];
     for (json, expected) in cases {
         let err = compile_err(json);

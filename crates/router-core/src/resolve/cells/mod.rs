@@ -76,7 +76,7 @@ impl CellList {
             Ok(_) => return (CellList::default(), vec!["not a JSON list".to_string()]),
             Err(e) => return (CellList::default(), vec![format!("not JSON: {e}")]),
         };
-        let mut list = CellList::default();
+        let mut list = CellList::with_capacity(entries.len());
         for (i, entry) in entries.into_iter().enumerate() {
             match Cell::from_value(entry) {
                 Err(e) => problems.push(format!("entry {}: {e}; left out", i + 1)),
@@ -90,6 +90,16 @@ impl CellList {
             }
         }
         (list, problems)
+    }
+
+    /// Room for `n` cells, so reading a list never grows its indexes.
+    fn with_capacity(n: usize) -> CellList {
+        CellList {
+            cells: Vec::with_capacity(n),
+            by_id: HashMap::with_capacity(n),
+            by_prefix: HashMap::with_capacity(n),
+            by_address: HashMap::with_capacity(n),
+        }
     }
 
     /// What of `cell` a listed cell already has, if anything.
