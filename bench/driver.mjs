@@ -10,6 +10,7 @@
 // The parts, under bench/driver/:
 //   settings.mjs           every BENCH_* setting: name, default, meaning
 //   stack.mjs              the sink, the service, the configurations, warming
+//   shadow.mjs             the shadow evaluation's configurations (run when named)
 //   mix.mjs                the request mix and the topology
 //   load.mjs               wrk runs and one measured run
 //   timed.mjs              the default mode: load rounds, then cold.mjs

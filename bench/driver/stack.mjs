@@ -10,6 +10,7 @@ import { tsCalls } from "./load.mjs";
 import { buildMix, cellList, topologyToml, writeMixFile } from "./mix.mjs";
 import { log, startDevstack, startWorker } from "./processes.mjs";
 import { ROOT } from "./settings.mjs";
+import { shadowConfigurations } from "./shadow.mjs";
 
 /**
  * Starts the sink and the Topology Service and writes the mix; returns
@@ -146,14 +147,26 @@ function configurations({ s, sinkAddr, peersThere, workers: w }) {
     specs.push({ name: "base-token-warm", options: w.base("session_token"), warm: true });
     specs.push({ name: "base-cells", options: w.base("cells"), warm: true });
   }
+  // Shadow evaluation (bench/driver/shadow.mjs), only when named.
+  specs.push(...shadowConfigurations(specs));
+  return chosen(specs, s);
+}
+
+/**
+ * The configurations `s` asks for: BENCH_CONFIGS's (with the baselines
+ * unless BENCH_SKIP_YARDSTICKS) and BENCH_PAIRED's; without BENCH_CONFIGS
+ * every one but those run `onlyNamed`, unless BENCH_PAIRED or BENCH_PROFILE
+ * names them.
+ */
+export function chosen(specs, s) {
+  const named = [...s.paired.flat(), ...s.profile];
   if (s.configs.length && !s.scale) {
     const unknown = s.configs.filter((c) => !specs.some((x) => x.name === c));
     if (unknown.length) throw new Error(`BENCH_CONFIGS names unknown configurations: ${unknown.join(", ")}`);
     const baselines = s.skipYardsticks ? [] : ["null", "floor-log", "peer-log", "rust-floor", "workers-rs"];
-    const paired = s.paired.flat();
-    return specs.filter((x) => baselines.includes(x.name) || s.configs.includes(x.name) || paired.includes(x.name));
+    return specs.filter((x) => baselines.includes(x.name) || s.configs.includes(x.name) || named.includes(x.name));
   }
-  return specs;
+  return specs.filter((x) => !x.onlyNamed || named.includes(x.name));
 }
 
 /** The cold start's configurations: the floor, the peer, the router (and the base build's). */

@@ -117,7 +117,14 @@ impl IsolateState {
         if !sampled(per_million, random) {
             return None;
         }
-        let evaluation = Evaluation::of(active, shadow, &incoming.parts);
+        // The decision that routed it is the first one unless a rule
+        // handed the request on: only then are the active rules run again.
+        let first = if routed.fell_through.is_empty() {
+            routed.decision.clone()
+        } else {
+            active.decide(&incoming.parts)
+        };
+        let evaluation = Evaluation::of(first, shadow, &incoming.parts);
         routed.shadow = Some(evaluation.verdict());
         let difference = evaluation.difference?;
         Some(

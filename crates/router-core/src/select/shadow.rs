@@ -62,12 +62,11 @@ pub struct Evaluation<'r> {
 }
 
 impl<'r> Evaluation<'r> {
-    /// Both rulesets' select phase on `request` (pure: no service call).
-    /// The active ruleset's is its first decision, as the shadow's is: a
-    /// `notFound: next-rule` fall-through depends on the service's answer,
-    /// which the shadow never asks.
-    pub fn of(active: &'r Ruleset, shadow: &'r Ruleset, request: &RequestParts) -> Self {
-        let active = active.decide(request);
+    /// The shadow ruleset's select phase on `request` (pure: no service
+    /// call) against `active`, the active ruleset's first decision on it:
+    /// a `notFound: next-rule` fall-through depends on the service's
+    /// answer, which the shadow never asks.
+    pub fn of(active: Decision<'r>, shadow: &'r Ruleset, request: &RequestParts) -> Self {
         let shadow = shadow.decide(request);
         let difference = difference(&active, &shadow);
         Evaluation {

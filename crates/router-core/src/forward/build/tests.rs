@@ -1027,3 +1027,38 @@ fn the_edge_reads_the_headers_both_rulesets_read() {
     }
     assert!(alone.iter().all(|n| with.contains(n)));
 }
+
+#[test]
+fn a_request_handed_on_is_compared_by_its_first_decision() {
+    use crate::resolve::topology::Classification;
+    use crate::resolve::Resolution;
+    let (mut iso, _) = isolate_with(LEGACY);
+    iso.state = iso.state.with_shadow(shipped_ruleset("cells"));
+    let req = incoming(&iso, "https://gitlab.com/some-group/app", &[]);
+    let rules = iso.ruleset.as_ref().expect("cells");
+    let first = rules.decide(&req.parts);
+    let next = first.next_on_not_found.expect("a path rule");
+    let mut routed = Routed {
+        decision: rules.decide_from(&req.parts, next),
+        resolution: None,
+        fell_through: vec![(
+            first.rule_id.expect("a rule"),
+            Resolution {
+                classification: Some(Classification::NotFound),
+                level: CacheLevel::Service,
+                attempts: 1,
+                service_ms: Some(3),
+                coalesced: false,
+                error: None,
+            },
+        )],
+        shadow: None,
+    };
+    assert_ne!(routed.decision.rule_id, first.rule_id, "handed on");
+    // The same ruleset in the shadow agrees: the first decision is compared.
+    assert_eq!(
+        iso.evaluate_shadow(1_000_000, || 0.5, &req, &mut routed),
+        None
+    );
+    assert_eq!(routed.shadow.map(|v| v.rule), Some(first.rule_id));
+}
