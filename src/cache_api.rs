@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 
+use router_core::out_of_line::out_of_line;
 use router_core::resolve::{CachedAnswer, SharedCache};
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -45,6 +46,15 @@ impl CacheApi {
     }
 }
 
+/// A found entry's answer; `None` when its body is unreadable.
+async fn read_entry(response: Response) -> Option<CachedAnswer> {
+    let text = JsFuture::from(response.text().ok()?)
+        .await
+        .ok()?
+        .as_string()?;
+    serde_json::from_str(&text).ok()
+}
+
 impl SharedCache for CacheApi {
     async fn get(&self, key: &str) -> Option<CachedAnswer> {
         let cache = Self::default_cache()?;
@@ -52,20 +62,15 @@ impl SharedCache for CacheApi {
             .await
             .ok()?;
         let response: Response = found.dyn_into().ok()?;
-        let text = JsFuture::from(response.text().ok()?)
-            .await
-            .ok()?
-            .as_string()?;
-        serde_json::from_str(&text).ok()
+        // A hit: out of line, since a fresh isolate's first lookup misses.
+        out_of_line(read_entry(response)).await
     }
 
     fn put(&self, key: &str, answer: &CachedAnswer, keep_secs: u32) {
         let Some(cache) = Self::default_cache() else {
             return;
         };
-        let Ok(body) = serde_json::to_string(answer) else {
-            return;
-        };
+        let body = answer.to_json();
         let Ok(headers) = Headers::new() else { return };
         let _ = headers.set("content-type", "application/json");
         let _ = headers.set("cache-control", &format!("max-age={keep_secs}"));

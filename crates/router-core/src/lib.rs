@@ -43,6 +43,7 @@ pub mod input;
 pub mod json;
 pub mod log;
 pub mod metrics;
+pub mod out_of_line;
 pub mod platform;
 pub mod question;
 pub mod request;

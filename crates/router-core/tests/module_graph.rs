@@ -32,6 +32,7 @@ const PHASES: &[(&str, &[&str])] = &[
             "json",
             "log",
             "metrics",
+            "out_of_line",
             "platform",
             "question",
             "request",

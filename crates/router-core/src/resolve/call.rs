@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 
 use crate::error::{RouterError, Service, ServiceFailure};
+use crate::out_of_line::out_of_line;
 use crate::question::ClassifyRequest;
 use crate::trace::Trace;
 
@@ -90,7 +91,7 @@ where
                 return (Err(service.failed(failure)), attempt);
             }
             let delay = self.client.backoff_ms(attempt, self.platform.random());
-            self.platform.sleep(delay).await;
+            out_of_line(self.platform.sleep(delay)).await;
         }
     }
 
@@ -109,7 +110,7 @@ where
             Service::Topology => self.transport.classify(body, timeout_ms, trace).await,
             Service::Learn => {
                 let (method, path) = request.learn_method_and_path().unwrap_or(("GET", ""));
-                self.transport.learn(method, path, timeout_ms, trace).await
+                out_of_line(self.transport.learn(method, path, timeout_ms, trace)).await
             }
         }
     }

@@ -22,6 +22,7 @@
 //! timers (every [`COALESCE_POLL_MS`]), which costs them a few milliseconds
 //! only when they actually coalesce.
 
+mod cached_json;
 mod call;
 pub mod cells;
 mod fetch;

@@ -1,7 +1,9 @@
 //! Topology Service answers (SPEC §5) and how long they may be cached (§6).
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::fmt;
+
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{RouterError, ServiceFailure};
 use crate::question::{ClassifyRequest, Target};
@@ -41,7 +43,7 @@ impl Classification {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct AnswerBody {
-    action: Value,
+    action: AnswerAction,
     #[serde(default)]
     proxy: Option<ProxyBody>,
 }
@@ -55,6 +57,74 @@ struct ProxyBody {
     registry_address: Option<String>,
 }
 
+/// An answer's `action`, read as it comes: a string or a number. Not a
+/// `serde_json::Value`: a fresh isolate's first request compiles the
+/// deserializer it runs, and `Value`'s is several times this one
+/// (docs/performance-ledger.md, "Ruleset loading and the first request").
+enum AnswerAction {
+    Proxy,
+    /// Anything else, described for the error.
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for AnswerAction {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ActionVisitor)
+    }
+}
+
+struct ActionVisitor;
+
+impl<'de> Visitor<'de> for ActionVisitor {
+    type Value = AnswerAction;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an action")
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<AnswerAction, E> {
+        Ok(if s.eq_ignore_ascii_case("proxy") {
+            AnswerAction::Proxy
+        } else {
+            AnswerAction::Other(format!("{s:?}"))
+        })
+    }
+
+    fn visit_u64<E>(self, n: u64) -> Result<AnswerAction, E> {
+        Ok(if n == 1 {
+            AnswerAction::Proxy
+        } else {
+            AnswerAction::Other(n.to_string())
+        })
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<AnswerAction, E> {
+        Ok(AnswerAction::Other(n.to_string()))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<AnswerAction, E> {
+        Ok(AnswerAction::Other("a fractional number".into()))
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<AnswerAction, E> {
+        Ok(AnswerAction::Other(b.to_string()))
+    }
+
+    fn visit_unit<E>(self) -> Result<AnswerAction, E> {
+        Ok(AnswerAction::Other("null".into()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AnswerAction, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(AnswerAction::Other("an array".into()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AnswerAction, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(AnswerAction::Other("an object".into()))
+    }
+}
+
 /// Parses the service's answer leniently: `"PROXY"`, `"Proxy"` and `1` all
 /// mean proxy. Anything unusable is an error for this request, never a panic.
 pub fn parse_answer(status: u16, body: &str) -> Result<Classification, ServiceFailure> {
@@ -65,15 +135,9 @@ pub fn parse_answer(status: u16, body: &str) -> Result<Classification, ServiceFa
     }
     let answer: AnswerBody =
         serde_json::from_str(body).map_err(|e| ServiceFailure::BadAnswer(format!("body: {e}")))?;
-    let is_proxy = match &answer.action {
-        Value::String(s) => s.eq_ignore_ascii_case("proxy"),
-        Value::Number(n) => n.as_u64() == Some(1),
-        _ => false,
-    };
-    if !is_proxy {
+    if let AnswerAction::Other(action) = answer.action {
         return Err(ServiceFailure::BadAnswer(format!(
-            "unsupported action {}",
-            answer.action
+            "unsupported action {action}"
         )));
     }
     let proxy = answer
@@ -216,6 +280,31 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn an_unsupported_action_is_named_in_the_error() {
+        for (action, named) in [
+            (r#""DENY""#, r#""DENY""#),
+            ("2", "2"),
+            ("-1", "-1"),
+            ("1.0", "a fractional number"),
+            ("true", "true"),
+            ("null", "null"),
+            (r#"["PROXY"]"#, "an array"),
+            (r#"{"kind":"PROXY"}"#, "an object"),
+        ] {
+            let body = format!(r#"{{"action": {action}, "proxy": {{"address": "a"}}}}"#);
+            assert_eq!(
+                parse_answer(200, &body),
+                Err(ServiceFailure::BadAnswer(format!(
+                    "unsupported action {named}"
+                ))),
+                "{body}"
+            );
+        }
+        // What follows the action is still read: a bad proxy block fails.
+        assert!(parse_answer(200, r#"{"action":[1,{"a":[]}],"proxy":7}"#).is_err());
     }
 
     #[test]
