@@ -27,7 +27,10 @@ import { startStack } from "./driver/stack.mjs";
 /** The first request's kind of work, from a function's name (selfCostByFunction's). */
 export function kindOf(name) {
   if (name.startsWith("wasm ")) return "wasm (the router's code)";
-  if (/wasm::(Liftoff|liftoff|WasmFullDecoder|.*Decoder|CompileLazy|WasmCompilation|.*Tier|turboshaft|compiler)/i.test(name) || /Liftoff/.test(name)) return "V8 wasm compilers";
+  if (/wasm::|Liftoff/.test(name)) return "V8 wasm compilers";
+  // Machine code written and registered, by either compiler (on a first
+  // request nearly all of it Liftoff's: the JavaScript is interpreted).
+  if (/Assembler::|SafepointTable|SourcePositionTable|RelocInfo|RelocIterator|CompareAndCreateXorPatch|ThreadIsolation|JitPage|JitAllocation/.test(name)) return "V8 code generation";
   if (/turboshaft|compiler::|Turbofan|Maglev|maglev|Sparkplug|baseline::/i.test(name)) return "V8 JS compilers";
   if (name.startsWith("js ")) return "JavaScript";
   if (name.startsWith("builtin ")) return "V8 builtins";
