@@ -303,8 +303,13 @@ mod tests {
                 "{body}"
             );
         }
-        // What follows the action is still read: a bad proxy block fails.
-        assert!(parse_answer(200, r#"{"action":[1,{"a":[]}],"proxy":7}"#).is_err());
+        // A nested action is read to its end, and the body after it too.
+        assert_eq!(
+            parse_answer(200, r#"{"action":[1,{"a":[2]}],"proxy":{"address":"a"}}"#),
+            Err(ServiceFailure::BadAnswer(
+                "unsupported action an array".into()
+            ))
+        );
     }
 
     #[test]
