@@ -109,10 +109,7 @@ where
         if !shared.usable {
             return Err(stale);
         }
-        let mut keys = vec![key.to_string()];
-        if let Some((_, path)) = request.learn_method_and_path() {
-            keys.extend(learn::ancestors(path).map(learn::prefix_key));
-        }
+        let keys = shared_keys(request, key);
         for entry_key in &keys {
             let shared_key = shared.key(request, entry_key);
             let Some(answer) = self.shared.get(&shared_key).await else {
@@ -122,10 +119,7 @@ where
             if shared.generation != self.generation.get() {
                 // Purged while it was read: not cached, not answered.
             } else if answer.question != *entry_key {
-                self.platform.warn(&format!(
-                    "shared cache entry {shared_key} answers {:?}, not {entry_key:?}: ignored",
-                    answer.question
-                ));
+                self.warn_mismatch(&shared_key, &answer.question, entry_key);
             } else if self.invalidated(claim_of(request, entry_key, key), &answer) {
                 // Asked for before an invalidation that matches it: a
                 // miss, and not a stale stand-in either.
@@ -145,6 +139,16 @@ where
             }
         }
         Err(stale)
+    }
+
+    /// A shared entry found under another question's key (never written
+    /// so; kept out of line, as it never happens on a first request).
+    #[cold]
+    #[inline(never)]
+    fn warn_mismatch(&self, shared_key: &str, question: &str, entry_key: &str) {
+        self.platform.warn(&format!(
+            "shared cache entry {shared_key} answers {question:?}, not {entry_key:?}: ignored"
+        ));
     }
 
     /// Keeps the service's answer for its TTL (in memory, and in the
@@ -250,4 +254,21 @@ where
             error: Some(error),
         }
     }
+}
+
+/// The shared cache keys that may answer `request` (`key`: its own): its
+/// own, then, for a learn question, every learned prefix of its path.
+fn shared_keys(request: &ClassifyRequest, key: &str) -> Vec<String> {
+    let mut keys = vec![key.to_string()];
+    if let Some((_, path)) = request.learn_method_and_path() {
+        push_prefix_keys(&mut keys, path);
+    }
+    keys
+}
+
+/// The keys of every learned prefix of `path`. Not inlined: a classify
+/// question (every first request but route learning's) never needs it.
+#[inline(never)]
+fn push_prefix_keys(keys: &mut Vec<String>, path: &str) {
+    keys.extend(learn::ancestors(path).map(learn::prefix_key));
 }

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{RouterError, ServiceError, ServiceFailure};
 use crate::log::CacheLevel;
+use crate::out_of_line::out_of_line;
 pub use crate::platform::Platform;
 use crate::question::{ClassifyKind, ClassifyRequest, CLAIM_TYPES};
 use crate::resolve::cells::CellList;
@@ -388,19 +389,8 @@ where
         // One call per key at a time: later requests wait on the first.
         let existing = self.inflight.borrow().get(&key).cloned();
         if let Some(slot) = existing {
-            match self.wait_for(&slot).await {
-                Some(res) if !res.error.as_ref().is_some_and(is_callers_own) => {
-                    return Resolution {
-                        coalesced: true,
-                        ..res
-                    };
-                }
-                // The leading request never finished (its context may have
-                // been cancelled), or the service refused something of its
-                // own (a 4xx: its trace headers, not the shared question):
-                // ask on our own.
-                _ => return self.fetch(request, &key, trace).await,
-            }
+            // Out of line: an isolate's first request never waits.
+            return out_of_line(self.coalesce(slot, request, &key, trace)).await;
         }
         let slot: Slot = Rc::new(RefCell::new(None));
         self.inflight
@@ -459,6 +449,28 @@ where
             }
         }
         stale
+    }
+
+    /// The answer of the request already asking for `key` (its `slot`),
+    /// else one of our own.
+    async fn coalesce(
+        &self,
+        slot: Slot,
+        request: &ClassifyRequest,
+        key: &str,
+        trace: &Trace,
+    ) -> Resolution {
+        match self.wait_for(&slot).await {
+            Some(res) if !res.error.as_ref().is_some_and(is_callers_own) => Resolution {
+                coalesced: true,
+                ..res
+            },
+            // The leading request never finished (its context may have
+            // been cancelled), or the service refused something of its
+            // own (a 4xx: its trace headers, not the shared question):
+            // ask on our own.
+            _ => self.fetch(request, key, trace).await,
+        }
     }
 
     /// Polls `slot` on this request's own timers until the leading request
