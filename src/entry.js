@@ -148,8 +148,9 @@ function restartWasm() {
 const W = JSON.parse(glue.wireLayout());
 
 /**
- * `routerSetup`'s answer, once per instance, made ready for `scanHeaders`
- * and `apply`: whether the rules need every header, the signing key, the
+ * `routerSetup`'s answer, once per instance (made at the top level, and
+ * by the first request after a panic), made ready for `scanHeaders` and
+ * `apply`: whether the rules need every header, the signing key, the
  * answer to a failed upstream fetch (the plan's answer form), the
  * circuits' answered slots.
  */
@@ -163,7 +164,10 @@ function loadSetup(env) {
     wantedCount: names === null ? null : names.length,
     // headerKind's memory: header name → what Rust said is done with it.
     kinds: new Map(),
-    signingKey: seed === null ? null : importSigningKey(seed),
+    // Imported on the first signed request, not here: setup is made at
+    // the top level, where no request's I/O may start.
+    seed,
+    signingKey: null,
     upstreamAnswer,
     // routeSync's input buffer in this instance's memory (`inputBuffer`);
     // `setup` is made anew after a panic, so is this.
@@ -249,6 +253,10 @@ const utf8 = new TextEncoder();
 
 /** `input` + "." + base64url(Ed25519 signature of it): the signature JWT. */
 async function signToken(input) {
+  if (setup.signingKey === null) {
+    if (setup.seed === null) throw new Error("no signing key is configured");
+    setup.signingKey = importSigningKey(setup.seed);
+  }
   const signature = new Uint8Array(
     await crypto.subtle.sign("Ed25519", await setup.signingKey, utf8.encode(input)),
   );
@@ -532,15 +540,25 @@ const INTERNAL_ERROR = glue.internalError("the router could not be called");
 // Should any of it fail, the first request makes the state as before.
 try {
   glue.routerStart(isolateEnv);
+  // What the entry keeps of the state, too: a first request that had to
+  // ask for it would have V8 compile the code that answers.
+  setup = loadSetup(isolateEnv);
 } catch (error) {
   if (error instanceof WebAssembly.RuntimeError) restartWasm();
 }
+
+/** Whether the lines `routerStart` held are still to be written. */
+let linesHeld = true;
 
 export default {
   async fetch(request, env, ctx) {
     const started = Date.now();
     dataset = env[W.POINT_BINDING];
     try {
+      if (linesHeld) {
+        linesHeld = false;
+        glue.routerRelease();
+      }
       if (setup === undefined) {
         setup = loadSetup(env);
         restartPending = false;

@@ -5,8 +5,8 @@
 //! settings' problems are logged then. But what a Worker writes outside an
 //! invocation reaches neither its tail consumers (the Sentry tail worker)
 //! nor Workers Logs: both are fed per invocation. So the lines written
-//! during start-up are kept here and written by the first invocation that
-//! reads the state (`routerSetup`, `routerScheduled`).
+//! during start-up are kept here and written by the first invocation: its
+//! fetch (`routerRelease`) or its cron run (`routerScheduled`).
 
 use std::cell::RefCell;
 

@@ -127,11 +127,12 @@ fn js_array<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> js_sys::Array 
 /// the answer to a failed upstream fetch (the plan's answer form), the
 /// address in wasm memory of the circuits' answered slots (one f64 each,
 /// `CellHealth::answered_slots`) and their count]`. What it does with each
-/// client header it asks [`header_kind`].
+/// client header it asks [`header_kind`]. Asked at the top level, after
+/// `routerStart`, so writes no held line ([`crate::start::router_release`]
+/// does, in the first invocation).
 #[wasm_bindgen(js_name = routerSetup)]
 pub fn router_setup(env: Env) -> js_sys::Array {
     let iso = Isolate::get_or_make(&env);
-    held_lines::release();
     let state = &iso.state;
     let names: JsValue = match &state.header_names {
         Some(names) => js_array(names).into(),

@@ -34,3 +34,10 @@ pub fn router_start(env: Env) {
     held_lines::hold();
     let _ = Isolate::get_or_make(&env);
 }
+
+/// Writes the lines held since [`router_start`]: the entry calls it in
+/// its first invocation, the first place a line reaches the logs.
+#[wasm_bindgen(js_name = routerRelease)]
+pub fn router_release() {
+    held_lines::release();
+}

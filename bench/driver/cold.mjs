@@ -16,8 +16,8 @@ export const COLD_REQUEST = {
  * (configurations interleaved). Per sample, wall time and workerd CPU
  * from Miniflare's construction to ready (workerd up, the script's modules
  * compiled and evaluated: for the router, the wasm compiled and
- * instantiated) and on to the first routed response (for the router:
- * `routerSetup`, the ruleset compiled, one Topology Service call).
+ * instantiated, its state and the entry's setup made) and on to the first
+ * routed response (for the router: the rules, one Topology Service call).
  */
 export async function coldStart(specs, request1, { samples: count, outboundHop }) {
   const samples = [];
