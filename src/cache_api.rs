@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 
+use router_core::json::push_u64;
 use router_core::out_of_line::out_of_line;
 use router_core::resolve::{CachedAnswer, SharedCache};
 use wasm_bindgen::JsCast;
@@ -40,6 +41,17 @@ impl CacheApi {
         default.dyn_into::<web_sys::Cache>().ok()
     }
 
+    /// The entry's URL: the prefix and `key`. Written without `format!`,
+    /// whose machinery a fresh isolate's first request would otherwise
+    /// compile for this alone (docs/performance-ledger.md, "Ruleset
+    /// loading and the first request"); so is the entry's `Cache-Control`.
+    fn url(&self, key: &str) -> String {
+        let mut url = String::with_capacity(self.prefix.len() + key.len());
+        url.push_str(&self.prefix);
+        url.push_str(key);
+        url
+    }
+
     /// The writes started since the last call.
     pub fn take_pending(&self) -> Vec<js_sys::Promise> {
         std::mem::take(&mut self.pending.borrow_mut())
@@ -58,7 +70,7 @@ async fn read_entry(response: Response) -> Option<CachedAnswer> {
 impl SharedCache for CacheApi {
     async fn get(&self, key: &str) -> Option<CachedAnswer> {
         let cache = Self::default_cache()?;
-        let found = JsFuture::from(cache.match_with_str(&format!("{}{key}", self.prefix)))
+        let found = JsFuture::from(cache.match_with_str(&self.url(key)))
             .await
             .ok()?;
         let response: Response = found.dyn_into().ok()?;
@@ -73,7 +85,9 @@ impl SharedCache for CacheApi {
         let body = answer.to_json();
         let Ok(headers) = Headers::new() else { return };
         let _ = headers.set("content-type", "application/json");
-        let _ = headers.set("cache-control", &format!("max-age={keep_secs}"));
+        let mut cache_control = String::from("max-age=");
+        push_u64(&mut cache_control, u64::from(keep_secs));
+        let _ = headers.set("cache-control", &cache_control);
         let _ = headers.set("cache-tag", &answer.tags.join(","));
         let init = web_sys::ResponseInit::new();
         init.set_headers(&headers);
@@ -81,7 +95,7 @@ impl SharedCache for CacheApi {
             return;
         };
         // A failed put costs only a later miss.
-        let promise = cache.put_with_str(&format!("{}{key}", self.prefix), &response);
+        let promise = cache.put_with_str(&self.url(key), &response);
         self.pending.borrow_mut().push(promise);
     }
 }

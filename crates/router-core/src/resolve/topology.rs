@@ -228,16 +228,27 @@ pub fn cache_tags(
         .map(str::to_string)
         .collect();
     let kind = request.kind.name().to_ascii_lowercase().replace('_', "-");
-    tags.push(format!("router-classify-{kind}"));
-    tags.push(format!("router-target-{}", request.target.name()));
+    tags.push(tag("router-classify-", &kind));
+    tags.push(tag("router-target-", request.target.name()));
     match answer {
         Classification::Cell(cell) => {
-            tags.push(format!("router-cell-{}", cell.address.to_ascii_lowercase()))
+            tags.push(tag("router-cell-", &cell.address.to_ascii_lowercase()))
         }
         Classification::NotFound => tags.push("router-not-found".to_string()),
     }
     tags.dedup();
     tags
+}
+
+/// `prefix` and `value` as one tag. Not `format!`: a fresh isolate's first
+/// request stores its answer with these tags, and would compile
+/// `format!`'s machinery for them alone (docs/performance-ledger.md,
+/// "Ruleset loading and the first request").
+fn tag(prefix: &str, value: &str) -> String {
+    let mut tag = String::with_capacity(prefix.len() + value.len());
+    tag.push_str(prefix);
+    tag.push_str(value);
+    tag
 }
 
 #[cfg(test)]
