@@ -150,7 +150,8 @@ const W = JSON.parse(glue.wireLayout());
 /**
  * `routerSetup`'s answer, once per instance (made at the top level, and
  * by the first request after a panic), made ready for `scanHeaders` and
- * `apply`: whether the rules need every header, the signing key, the
+ * `apply`: whether the rules need every header, the signing key (its
+ * seed, imported when a request first signs), the
  * answer to a failed upstream fetch (the plan's answer form), the
  * circuits' answered slots.
  */
@@ -164,8 +165,8 @@ function loadSetup(env) {
     wantedCount: names === null ? null : names.length,
     // headerKind's memory: header name → what Rust said is done with it.
     kinds: new Map(),
-    // Imported on the first signed request, not here: setup is made at
-    // the top level, where no request's I/O may start.
+    // The key is imported by the first signed request, not here: setup is
+    // made at the top level, outside any request.
     seed,
     signingKey: null,
     upstreamAnswer,
