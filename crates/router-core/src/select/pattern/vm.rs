@@ -163,7 +163,7 @@ impl<'p> Program<'p> {
         self.header(3)
     }
 
-    #[inline]
+    #[inline(always)]
     fn state(self, sid: u32) -> (u32, u32, u32) {
         let at = HEADER + 3 * sid as usize;
         match self.0.get(at..at + 3) {
@@ -411,7 +411,7 @@ impl<'p> Program<'p> {
 
 /// The character at byte offset `at` (a character boundary) and its
 /// length; `NONE` (which no state takes) and 0 at the end.
-#[inline]
+#[inline(always)]
 fn char_at(haystack: &str, at: usize) -> (u32, usize) {
     match haystack.as_bytes().get(at) {
         None => (NONE, 0),
