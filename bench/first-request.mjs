@@ -114,6 +114,9 @@ async function main() {
     "router-session_token": router("session_token"),
     "router-cells": router("cells"),
     "router-session_token-nocache": { ...router("session_token"), cache: false },
+    // As operators deploy it: the control document's namespace bound, so
+    // the first request reads it (KV as Miniflare emulates it).
+    "router-session_token-control": { ...router("session_token"), kvNamespaces: { ROUTER_CONTROL: "router-control" } },
     "router-cells-1000": router("cells", { GITLAB_CELLS: cellList }),
     // The scale run's sizes (bench/driver/scale-mode.mjs): cells_50 and
     // cells_200 are in a test-rulesets build only (target/worker-scale).

@@ -1,7 +1,7 @@
 // bench/paired.mjs's arithmetic, with stand-in instances and load: fresh
 // instances per measurement, which configuration starts each round, the
 // per-request CPU from workerd's clock ticks, the medians, and the
-// issue-20 target lines. (The load itself is wrk against
+// target lines. (The load itself is wrk against
 // workerd: `BENCH_PAIRED=… bash bench/run.sh`, docs/benchmark.md.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -102,15 +102,14 @@ test("a configuration that fails to start fails the run, and what was started is
 test("target lines say met or NOT met for the pairs the targets name, and nothing for others", () => {
   const row = (a, b, cpu_extra_us, rps_ratio = 1) => ({ concurrency: 8, a, b, cpu_extra_us, rps_ratio });
   const lines = targetLines([
+    row("token-warm", "peer-log", 3.5, 1.05),
+    row("cells", "peer-log", -2, 0.98),
     row("token-warm", "floor-log", 9.5),
-    row("token-warm", "peer-log", 0, 1.05),
-    row("passthrough", "floor-log", 6),
-    row("cells", "token-warm", -4),
     row("token-warm", "base-token-warm", -30),
   ]);
   assert.equal(lines.length, 4);
-  assert.match(lines[0], /CPU 9\.5 µs over floor-log \(target ≤ \+10: met\)/);
-  assert.match(lines[1], /1\.05× peer-log req\/s \(target ≥ 1\.10: NOT met\)/);
-  assert.match(lines[2], /\(target ≤ \+5: NOT met\)/);
-  assert.match(lines[3], /CPU -4\.0 µs over session_token \(target within 5: met\)/);
+  assert.match(lines[0], /c=8 token-warm: 1\.05× peer-log req\/s \(target ≥ 1\.00: met\)/);
+  assert.match(lines[1], /c=8 token-warm: CPU 3\.5 µs over peer-log \(target ≤ 0: NOT met\)/);
+  assert.match(lines[2], /c=8 cells: 0\.98× peer-log req\/s \(target ≥ 1\.00: NOT met\)/);
+  assert.match(lines[3], /c=8 cells: CPU -2\.0 µs over peer-log \(target ≤ 0: met\)/);
 });

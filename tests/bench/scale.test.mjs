@@ -63,22 +63,32 @@ test("instruction counts are also read against the Rust yardsticks", () => {
   assert.equal(compare([{ config: "cells", main: 1 }])[0].over_rust_floor, null);
 });
 
-test("the cold verdicts hold the router's first request to 2× rust-floor's when the run has it", () => {
+test("the cold verdicts hold the router's first request to 2× rust-floor's and 8 ms, or to 2× alone when rust-floor is over 4 ms", () => {
   const row = (config, cpu_first_ms) => ({ config, total_ms: 100, cpu_first_ms, over_floor_cpu_ms: 1, over_floor_log_cpu_ms: 1 });
   const [line] = coldVerdicts([row("peer", 2), row("rust-floor", 3), row("workers-rs", 5), row("router-cells", 9)]);
-  assert.match(line, /against the Rust yardsticks: first request 3\.0× rust-floor's 3\.0 ms, 1\.8× workers-rs's 5\.0 ms \(target ≤ 2× rust-floor: NOT met\)$/);
-  const [met] = coldVerdicts([row("peer", 2), row("rust-floor", 3), row("router-cells", 6)]);
-  assert.match(met, /\(target ≤ 2× rust-floor: met\)$/);
+  assert.match(line, /^router-cells: first request CPU 9\.0 ms, 3\.0× rust-floor's 3\.0 ms \(target ≤ 2× and ≤ 8 ms: NOT met\); 1\.8× workers-rs's 5\.0 ms, 4\.5× the peer's 2\.0 ms; total time 1\.00× the peer's$/);
+  const [met] = coldVerdicts([row("rust-floor", 3), row("router-cells", 6)]);
+  assert.match(met, /\(target ≤ 2× and ≤ 8 ms: met\)$/);
+  const [over8] = coldVerdicts([row("rust-floor", 4), row("router-cells", 8.5)]);
+  assert.match(over8, /\(target ≤ 2× and ≤ 8 ms: NOT met\)$/);
+  const [slowFloor] = coldVerdicts([row("rust-floor", 6), row("router-cells", 11)]);
+  assert.match(slowFloor, /\(target ≤ 2×, rust-floor being over 4 ms: met\)$/);
   const [none] = coldVerdicts([row("peer", 2), row("router-cells", 6)]);
-  assert.doesNotMatch(none, /Rust yardsticks/);
+  assert.match(none, /\(target ≤ 8 ms: met; no rust-floor in the run\)/);
 });
 
-test("the warm verdicts add the CPU and req/s against the Rust yardsticks", () => {
+test("the warm verdicts hold token-warm and cells to peer-log, with the Rust yardsticks beside", () => {
   const summary = [
+    { config: "peer-log", concurrency: 8, vs_floor_log_cpu_extra_us: 41, vs_peer_log_rps: 1 },
     { config: "token-warm", concurrency: 8, cpu_us_per_req: 150, vs_floor_log_cpu_extra_us: 40, vs_peer_log_rps: 0.9, vs_rust_floor_cpu_extra_us: 30, vs_rust_floor_rps: 0.95, vs_workers_rs_cpu_extra_us: -10, vs_workers_rs_rps: 1.1 },
+    { config: "cells", concurrency: 8, vs_floor_log_cpu_extra_us: 45, vs_peer_log_rps: 1.02 },
+    { config: "passthrough", concurrency: 8, vs_floor_log_cpu_extra_us: 20, vs_peer_log_rps: 1.1 },
   ];
-  const [line] = targetVerdicts(summary, [8]);
-  assert.match(line, /; 30\.0 µs over rust-floor \(0\.95× its req\/s\), -10\.0 µs over workers-rs \(1\.10× its req\/s\)$/);
-  const [plain] = targetVerdicts([{ ...summary[0], vs_rust_floor_cpu_extra_us: null, vs_workers_rs_cpu_extra_us: null }], [8]);
+  const [tok, cells, pass] = targetVerdicts(summary, [8]);
+  assert.match(tok, /^c=8 session_token \(token-warm\): 40\.0 µs over floor-log against peer-log's 41\.0 \(target ≤ peer-log's: met\), 0\.90× peer-log req\/s \(target ≥ 1\.00: NOT met\); 30\.0 µs over rust-floor \(0\.95× its req\/s\), -10\.0 µs over workers-rs \(1\.10× its req\/s\)$/);
+  assert.match(cells, /^c=8 cells: 45\.0 µs over floor-log against peer-log's 41\.0 \(target ≤ peer-log's: NOT met\), 1\.02× peer-log req\/s \(target ≥ 1\.00: met\)$/);
+  assert.match(pass, /^c=8 passthrough \(no rule runs\): 20\.0 µs over floor-log, 1\.10× peer-log req\/s$/);
+  const [plain] = targetVerdicts([{ ...summary[1], vs_rust_floor_cpu_extra_us: null, vs_workers_rs_cpu_extra_us: null }], [8]);
   assert.doesNotMatch(plain, /rust-floor/);
+  assert.match(plain, /40\.0 µs over floor-log, 0\.90×/);
 });
