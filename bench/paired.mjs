@@ -128,7 +128,7 @@ export async function pairedRuns({ pairs, fresh, retire, rounds, concurrency, se
  * over `floor-log` either: both sides pay the same floor).
  */
 const AGAINST_PEER_LOG = (x) => [
-  [`${x.rps_ratio.toFixed(2)}× peer-log req/s`, "≥ 1.00", x.rps_ratio >= 1],
+  [`${x.rps_ratio.toFixed(3)}× peer-log req/s`, "≥ 1.00", x.rps_ratio >= 1],
   [`CPU ${x.cpu_extra_us.toFixed(1)} µs over peer-log`, "≤ 0", x.cpu_extra_us <= 0],
 ];
 const TARGETS = {

@@ -88,7 +88,7 @@ export function targetVerdicts(summary, concurrency) {
       const cpu = peerLog
         ? `${fmt(row.vs_floor_log_cpu_extra_us, 1)} µs over floor-log against peer-log's ${fmt(peerLog.vs_floor_log_cpu_extra_us, 1)} (target ≤ peer-log's: ${verdict(row.vs_floor_log_cpu_extra_us <= peerLog.vs_floor_log_cpu_extra_us)})`
         : `${fmt(row.vs_floor_log_cpu_extra_us, 1)} µs over floor-log`;
-      lines.push(`c=${c} ${label}: ${cpu}, ${fmt(row.vs_peer_log_rps, 2)}× peer-log req/s (target ≥ 1.00: ${verdict(row.vs_peer_log_rps >= 1)})${againstRust(row)}`);
+      lines.push(`c=${c} ${label}: ${cpu}, ${fmt(row.vs_peer_log_rps, 3)}× peer-log req/s (target ≥ 1.00: ${verdict(row.vs_peer_log_rps >= 1)})${againstRust(row)}`);
     }
     const pass = get("passthrough", c);
     if (pass) lines.push(`c=${c} passthrough (no rule runs): ${fmt(pass.vs_floor_log_cpu_extra_us, 1)} µs over floor-log, ${fmt(pass.vs_peer_log_rps, 2)}× peer-log req/s${againstRust(pass)}`);

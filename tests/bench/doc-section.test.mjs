@@ -38,7 +38,7 @@ test("the results section names the command, the commit and the time, and holds 
   });
   assert.match(text, /^`BENCH_SKIP_BUILD=1 bash bench\/run.sh` on 2026-12-02, 07:58–08:14 UTC \(16 min, builds and the native bench included\), commit abc1234; 2 cores, load average 1\.3 at the end\./);
   assert.match(text, /\| `token-warm` \| 8 \| 4000 \| 1\.90 \| 4\.20 \| 143 \| 19 \| 0\.99 \| 0\.00 \|/);
-  assert.match(text, /c=8 session_token \(token-warm\): 19\.0 µs over floor-log, 0\.99× peer-log req\/s \(target ≥ 1\.00: NOT met\)/);
+  assert.match(text, /c=8 session_token \(token-warm\): 19\.0 µs over floor-log, 0\.990× peer-log req\/s \(target ≥ 1\.00: NOT met\)/);
   assert.match(text, /router-session_token: first request CPU 4\.5 ms \(target ≤ 8 ms: met; no rust-floor in the run\); 1\.9× the peer's 2\.4 ms; total time 1\.76× the peer's/);
   assert.match(text, /\| `router-session_token` \| 90\.0 \| 40\.0 \| 130\.0 \| 4\.5 \| 73\.0 \| 37\.0 \|/);
   assert.match(text, /357,171 bytes gzip -9/);

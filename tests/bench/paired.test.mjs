@@ -108,8 +108,8 @@ test("target lines say met or NOT met for the pairs the targets name, and nothin
     row("token-warm", "base-token-warm", -30),
   ]);
   assert.equal(lines.length, 4);
-  assert.match(lines[0], /c=8 token-warm: 1\.05× peer-log req\/s \(target ≥ 1\.00: met\)/);
+  assert.match(lines[0], /c=8 token-warm: 1\.050× peer-log req\/s \(target ≥ 1\.00: met\)/);
   assert.match(lines[1], /c=8 token-warm: CPU 3\.5 µs over peer-log \(target ≤ 0: NOT met\)/);
-  assert.match(lines[2], /c=8 cells: 0\.98× peer-log req\/s \(target ≥ 1\.00: NOT met\)/);
+  assert.match(lines[2], /c=8 cells: 0\.980× peer-log req\/s \(target ≥ 1\.00: NOT met\)/);
   assert.match(lines[3], /c=8 cells: CPU -2\.0 µs over peer-log \(target ≤ 0: met\)/);
 });
