@@ -220,9 +220,9 @@ impl RequestParts {
 }
 
 /// `text` without the spaces and tabs around it, the only white space
-/// HTTP allows around a cookie. Byte by byte: both are ASCII, so every cut
-/// is at a character boundary (and `trim_matches` decoded each character:
-/// ~1 k wasm instructions a request with cookies).
+/// HTTP allows around a cookie. Byte by byte, as `trim_matches` decodes
+/// every character (docs/performance-ledger.md): both are ASCII, so every
+/// cut is at a character boundary.
 fn trim_http_space(text: &str) -> &str {
     let is_space = |b: &u8| *b == b' ' || *b == b'\t';
     let bytes = text.as_bytes();

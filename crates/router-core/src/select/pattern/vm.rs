@@ -163,6 +163,9 @@ impl<'p> Program<'p> {
         self.header(3)
     }
 
+    // Always inlined, as `char_at` is: both run on every step, and at
+    // `opt-level = "z"` a plain `#[inline]` is not taken
+    // (docs/performance-ledger.md).
     #[inline(always)]
     fn state(self, sid: u32) -> (u32, u32, u32) {
         let at = HEADER + 3 * sid as usize;
