@@ -69,6 +69,9 @@ function againstRust(row) {
   return parts.length ? `; ${parts.join(", ")}` : "";
 }
 
+/** How a verdict line says whether its target holds. */
+const verdict = (ok) => (ok ? "met" : "NOT met");
+
 /**
  * The warm targets (issue 54), one line per routed configuration and
  * concurrency: `token-warm` and `cells` at least as fast as `peer-log`
@@ -78,7 +81,6 @@ function againstRust(row) {
  */
 export function targetVerdicts(summary, concurrency) {
   const get = (name, c) => summary.find((s) => s.config === name && s.concurrency === c);
-  const verdict = (ok) => (ok ? "met" : "NOT met");
   const lines = [];
   for (const c of concurrency) {
     const peerLog = get("peer-log", c);
@@ -110,7 +112,6 @@ export function coldVerdicts(summary) {
   const rustFloor = find("rust-floor");
   const workersRs = find("workers-rs");
   const ratio = (a, b) => (b > 0 ? a / b : NaN);
-  const verdict = (ok) => (ok ? "met" : "NOT met");
   return summary
     .filter((x) => x.config.startsWith("router-"))
     .map((r) => {
